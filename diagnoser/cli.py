@@ -1,0 +1,88 @@
+"""The `diagnoser` command line: thin; parses, calls the library, renders."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+from diagnoser.collect.files import UnusableInput
+from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
+from diagnoser.render import render
+from diagnoser.triage import resolve_inputs, triage
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Diagnose failed GPU training jobs from their logs and recover them.")
+EXIT_UNUSABLE = 2
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"diagnoser: {message}", err=True)
+    raise typer.Exit(EXIT_UNUSABLE)
+
+
+@app.command("triage")
+def triage_command(
+    paths: Annotated[list[str], typer.Argument(help="Log files, directories of per-rank logs, or - for stdin")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the diagnosis/v1 JSON object")] = False,
+    runbooks: Annotated[Path | None, typer.Option(help="Runbook directory [env: DIAGNOSER_RUNBOOKS]")] = None,
+    workers: Annotated[int | None, typer.Option(help="Scanner processes (default: CPU count)")] = None,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr for long scans")] = True,
+) -> None:
+    """Find the first failure across all ranks and say what it was and what to do."""
+    err = Console(stderr=True)
+    try:
+        sources, _ = resolve_inputs(paths)
+        total = sum(s.size for s in sources)
+        show = progress and err.is_terminal and total > 256 << 20
+        with Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                      TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
+            task = bar.add_task("scan", total=total or None)
+            diagnosis = triage(paths, runbook_dir=runbooks, workers=workers,
+                               on_progress=lambda n: bar.advance(task, n))
+    except (UnusableInput, RunbookError) as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        sys.stdout.write(json.dumps(diagnosis.to_json_dict(), ensure_ascii=False) + "\n")
+        return
+    books = {b.id: b for b in load_runbooks(runbooks)}
+    book = next((b for b in books.values() if diagnosis.runbook and b.path == diagnosis.runbook), None)
+    render(diagnosis, book, Console())
+
+
+@app.command("runbooks")
+def runbooks_command(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    runbooks: Annotated[Path | None, typer.Option(help="Runbook directory [env: DIAGNOSER_RUNBOOKS]")] = None,
+) -> None:
+    """List the failure classes diagnoser recognises."""
+    try:
+        books = load_runbooks(runbooks)
+    except RunbookError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        rows = [b.model_dump(mode="json", include={"id", "title", "category", "subtype", "action", "role",
+                                                   "priority", "path"}) for b in books]
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table("id", "category", "subtype", "action", "role", "prio", header_style="bold")
+    for b in sorted(books, key=lambda b: (b.category.value, -b.priority)):
+        table.add_row(b.id, b.category.value, b.subtype, b.action.value, b.role.value, str(b.priority))
+    Console().print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

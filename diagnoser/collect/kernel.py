@@ -1,0 +1,27 @@
+"""Kernel logs: dmesg (with and without -T), kern.log/syslog and journalctl lines.
+
+The host is named by syslog/journal lines (`Mar  4 05:06:07 gpu-017 kernel: ...`); plain dmesg
+output does not name it, so it comes from the file path.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SYSLOG_HOST = re.compile(
+    r"^(?:[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?|\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-][\d:]+)?) "
+    r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}) (?:kernel|nvidia-[a-z-]+|slurmd|systemd|nv-fabricmanager)"
+    r"(?:\[\d+\])?:"
+)
+_DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]|^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
+
+
+def syslog_host(line: str) -> str | None:
+    """The host a syslog/journal line names, or None."""
+    m = _SYSLOG_HOST.match(line)
+    return m.group("host") if m else None
+
+
+def is_kernel_line(line: str) -> bool:
+    """Whether a line has the shape of kernel output (dmesg or syslog `kernel:`)."""
+    return bool(_DMESG_PREFIX.match(line)) or syslog_host(line) is not None

@@ -1,0 +1,80 @@
+"""NCCL debug output (`NCCL_DEBUG=INFO|WARN`, also via `NCCL_DEBUG_FILE`).
+
+Every NCCL line starts `host:pid:tid [cudaDev] NCCL ...`, which names the node. The INFO lines
+written at communicator init map ranks to nodes, devices and PCI bus ids; they let a kernel Xid on
+`PCI:0000:3b:00` be pinned to the rank that ran on that GPU, and a peer IP to a node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LINE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+_INIT = re.compile(
+    r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?: nvmlDev \d+)? busId (?P<bus>[0-9a-f]+)"
+)
+_OOB_IP = re.compile(r"NCCL INFO (?:Bootstrap : Using|NET/\w+ : Using .*OOB) \w+:(?P<ip>[0-9a-f.:]+)<")
+
+# Literal anchors the scanner matches to find these context lines in one pass.
+INIT_ANCHOR = r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nranks \d+ cudaDev"
+OOB_ANCHOR = r"NCCL INFO (Bootstrap : Using|NET/\w+ : Using .*OOB) "
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLine:
+    host: str
+    pid: int
+    device: int
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlacement:
+    """One rank's place in the job: node, local device, PCI bus id (`0000:3b:00`)."""
+
+    rank: int
+    node: str
+    device: int
+    bus_id: str
+    nranks: int
+
+
+def parse_line(text: str) -> NcclLine | None:
+    m = _LINE.match(text)
+    if not m:
+        return None
+    return NcclLine(m.group("host"), int(m.group("pid")), int(m.group("dev")))
+
+
+def normalize_bus_id(raw: str) -> str:
+    """`3b000` / `0000:3b:00.0` / `00000000:3B:00.0` -> `0000:3b:00` (domain:bus:device)."""
+    raw = raw.lower().strip()
+    if ":" in raw:
+        parts = raw.split(":")
+        domain = parts[0][-4:].rjust(4, "0") if len(parts) == 3 else "0000"
+        bus = parts[-2][-2:].rjust(2, "0")
+        device = parts[-1].split(".")[0][-2:].rjust(2, "0")
+        return f"{domain}:{bus}:{device}"
+    value = raw.rjust(5, "0")  # NCCL prints busId as hex of (bus << 12 | device << 4 | fn)... as text
+    bus, device = value[-5:-3], value[-3:-1]
+    domain = value[:-5].rjust(4, "0")[-4:]
+    return f"{domain}:{bus}:{device}"
+
+
+def parse_init(text: str) -> RankPlacement | None:
+    line = parse_line(text)
+    m = _INIT.search(text)
+    if not line or not m:
+        return None
+    return RankPlacement(int(m.group("rank")), line.host, int(m.group("dev")),
+                         normalize_bus_id(m.group("bus")), int(m.group("nranks")))
+
+
+def parse_oob_ip(text: str) -> tuple[str, str] | None:
+    """(host, ip) from a bootstrap/OOB interface line."""
+    line = parse_line(text)
+    m = _OOB_IP.search(text)
+    if not line or not m:
+        return None
+    return line.host, m.group("ip")

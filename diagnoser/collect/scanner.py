@@ -1,0 +1,270 @@
+"""Stream one log file in chunks and turn the lines the matcher hits into LogRecords.
+
+Memory is bounded by the chunk size plus a small look-behind, whatever the file size, even for a
+file that is one 5 GB line. Only hit lines are decoded and normalised; the rest of the bytes are
+touched once, by the multi-pattern matcher.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import BinaryIO
+
+from diagnoser.collect import kernel, nccl, prefixes, slurm, torchrun
+from diagnoser.collect.paths import PathInfo
+from diagnoser.collect.text import clean_line, decode, truncate_around, visible_segments
+from diagnoser.collect.timestamps import parse_time
+from diagnoser.models import LogRecord
+from diagnoser.prefilter.engine import MultiMatcher
+
+CHUNK_BYTES = 8 << 20
+LOOKBEHIND_BYTES = 64 << 10  # kept from the previous chunk: traceback frames, earlier timestamps
+MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut into pieces
+MAX_EVENTS_PER_PATTERN = 32  # per file; the rest are only counted
+TRACEBACK_MAX_LINES = 120
+EDGE_LINES = 50  # lines read at the start and end of a file for its time span
+
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
+_TRACEBACK_BODY = re.compile(r"^(?:\s|Traceback \(most recent call last\)|During handling|The above exception"
+                             r"|\^|~|\s*$)")
+
+
+@dataclass(slots=True)
+class Event:
+    """A record and the indexes of the patterns that hit its line."""
+
+    record: LogRecord
+    patterns: tuple[int, ...]
+    offset: int  # where in `record.text` the first hit ended (for truncation and display)
+
+
+@dataclass(slots=True)
+class FileScan:
+    source: str
+    events: list[Event] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)  # pattern index -> lines hit (all, not just kept)
+    bytes: int = 0
+    lines: int = 0
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Window:
+    """The bytes in memory: data[0] is at absolute offset `base` and starts line `base_line`."""
+
+    data: bytes = b""
+    base: int = 0
+    base_line: int = 1
+
+
+def _lines_before(data: bytes, start: int, limit: int) -> list[str]:
+    """Up to `limit` clean lines ending just before offset `start`, nearest last."""
+    lo = max(0, start - 4096 * limit)
+    chunk = data[lo:start].split(b"\n")
+    if lo > 0:
+        chunk = chunk[1:]  # first piece is a partial line
+    if chunk and chunk[-1] == b"":
+        chunk = chunk[:-1]
+    return [clean_line(decode(raw[:MAX_LINE_BYTES])) for raw in chunk[-limit:]]
+
+
+def _lines_after(data: bytes, end: int, limit: int) -> list[str]:
+    out: list[str] = []
+    pos = end
+    while len(out) < limit and pos < len(data):
+        nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
+        stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
+        out.append(clean_line(decode(data[pos:stop])))
+        pos = stop + 1
+    return out
+
+
+class _RecordBuilder:
+    """Normalises a hit line: prefix, node, rank, time, and multi-line context."""
+
+    def __init__(self, source: str, info: PathInfo, reference_year: int) -> None:
+        self.source = source
+        self.info = info
+        self.year = reference_year
+
+    def time_of(self, text: str) -> datetime | None:
+        return parse_time(prefixes.split_prefix(text).rest, self.year)
+
+    def build(self, data: bytes, start: int, end: int, line_no: int, hit_end: int) -> tuple[LogRecord, int]:
+        raw = clean_line(decode(data[start:min(end, start + MAX_LINE_BYTES)]))
+        segments = visible_segments(raw)
+        text = segments[-1] if len(segments) == 1 else "\r".join(segments)
+        rel_hit = min(len(text), max(0, hit_end - start))
+        text = truncate_around(text, max(0, rel_hit - 200), rel_hit)
+        prefix = prefixes.split_prefix(text)
+        rest = prefix.rest
+        node, rank, local_rank, kind = self.info.node, self.info.rank, None, self.info.kind
+        if prefix.rank is not None:
+            rank = prefix.rank
+        if prefix.local_rank is not None:
+            local_rank = prefix.local_rank
+        nline = nccl.parse_line(rest)
+        if nline:
+            node, kind = nline.host, "nccl" if kind == "log" else kind
+            if local_rank is None:
+                local_rank = nline.device
+        host = kernel.syslog_host(rest)
+        if host:
+            node, kind = host, "dmesg"
+        elif kind == "log" and kernel.is_kernel_line(rest):
+            kind = "dmesg"
+        stepd_node = slurm.parse_stepd_node(rest)
+        if stepd_node:
+            kind = "scheduler"
+            node = node or stepd_node
+        time = parse_time(rest, self.year)
+        inferred = False
+        first_line, context = None, ()
+        if torchrun.is_block_line(rest):
+            window = _lines_before(data, start, 8) + [rest] + _lines_after(data, end + 1, 8)
+            fields = torchrun.block_fields(window)
+            node = fields.host or node
+            rank = fields.rank if fields.rank is not None else rank
+            local_rank = fields.local_rank if fields.local_rank is not None else local_rank
+            kind = "launcher"
+            if fields.time:
+                time = parse_time(fields.time.replace("_", " "), self.year)
+        else:
+            first_line, context = self._traceback(data, start, line_no, text)
+        if time is None:
+            for earlier in reversed(_lines_before(data, start, 40)):
+                time = self.time_of(earlier)
+                if time is not None:
+                    inferred = True
+                    break
+        record = LogRecord(source=self.source, line=line_no, text=text, time=time, time_inferred=inferred,
+                           node=node, rank=rank, local_rank=local_rank, kind=kind, first_line=first_line,
+                           context=context)
+        return record, rel_hit
+
+    def _traceback(self, data: bytes, start: int, line_no: int, text: str) -> tuple[int | None, tuple[str, ...]]:
+        """If the line ends a Python traceback, the traceback's first line and its frames."""
+        if text.startswith((" ", "\t")) or ":" not in text:
+            return None, ()
+        before = _lines_before(data, start, TRACEBACK_MAX_LINES)
+        frames: list[str] = []
+        for i, line in enumerate(reversed(before)):
+            if not prefixes.same_stream(line, text):
+                continue  # another rank's line interleaved
+            body = prefixes.split_prefix(line).rest
+            if body.startswith("Traceback (most recent call last)"):
+                return line_no - i - 1, tuple(reversed(frames[:12]))
+            if not _TRACEBACK_BODY.match(body):
+                return None, ()
+            frames.append(line)
+        return None, ()
+
+
+def raising_frame(record: LogRecord) -> tuple[int, str] | None:
+    """(line number, text) of the innermost `File ...` frame of a traceback record."""
+    if record.first_line is None:
+        return None
+    for back, line in enumerate(reversed(record.context), start=1):
+        if _FRAME.match(prefixes.split_prefix(line).rest):
+            return record.line - back, line
+    return None
+
+
+def _edge_time(lines: list[str], builder: _RecordBuilder, last: bool) -> datetime | None:
+    for line in (reversed(lines) if last else lines):
+        t = builder.time_of(line)
+        if t is not None:
+            return t
+    return None
+
+
+def scan_stream(
+    stream: BinaryIO,
+    source: str,
+    info: PathInfo,
+    matcher: MultiMatcher,
+    reference_year: int,
+    on_progress: Callable[[int], None] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> FileScan:
+    """Scan a binary stream; keep up to MAX_EVENTS_PER_PATTERN events per pattern."""
+    scan = FileScan(source=source)
+    builder = _RecordBuilder(source, info, reference_year)
+    win = _Window()
+    done_upto = 0  # absolute offset: hit lines starting before this were handled
+    kept: dict[int, int] = {}
+    first_chunk = True
+    while True:
+        data = stream.read(chunk_bytes)
+        eof = not data
+        buf = win.data + data
+        scan.bytes += len(data)
+        if on_progress and data:
+            on_progress(len(data))
+        if eof:
+            cut = len(buf)
+        else:
+            cut = buf.rfind(b"\n", max(0, len(buf) - MAX_LINE_BYTES)) + 1
+            if cut <= done_upto - win.base:  # no newline in the last MB: a huge line, cut it
+                cut = len(buf)
+        if first_chunk and buf:
+            scan.first_time = _edge_time(_lines_after(buf, 0, EDGE_LINES), builder, last=False)
+            first_chunk = False
+        region = buf[:cut]
+        _handle_hits(region, win, done_upto, matcher, builder, scan, kept)
+        if eof:
+            scan.lines = win.base_line - 1 + region.count(b"\n") + (0 if region.endswith(b"\n") or not region
+                                                                    else 1)
+            scan.last_time = _edge_time(_lines_before(region, len(region), EDGE_LINES), builder, last=True)
+            break
+        done_upto = win.base + cut
+        keep_from = max(0, cut - LOOKBEHIND_BYTES)
+        keep_from = buf.find(b"\n", keep_from, cut) + 1 or keep_from  # start the look-behind on a line
+        win = _Window(buf[keep_from:], win.base + keep_from, win.base_line + buf.count(b"\n", 0, keep_from))
+    return scan
+
+
+def _handle_hits(region: bytes, win: _Window, done_upto: int, matcher: MultiMatcher,
+                 builder: _RecordBuilder, scan: FileScan, kept: dict[int, int]) -> None:
+    hits = matcher.scan(region)
+    counted_pos, counted_lines = 0, win.base_line
+    current_start = -1
+    current: list[int] = []
+    current_end = 0
+    first_hit_end = 0
+
+    def flush() -> None:
+        if current_start < 0:
+            return
+        patterns = tuple(sorted(set(current)))
+        new = [p for p in patterns if kept.get(p, 0) < MAX_EVENTS_PER_PATTERN]
+        for p in patterns:
+            scan.counts[p] = scan.counts.get(p, 0) + 1
+        if not new:
+            return
+        for p in new:
+            kept[p] = kept.get(p, 0) + 1
+        record, offset = builder.build(region, current_start, current_end, current_line, first_hit_end)
+        scan.events.append(Event(record, patterns, offset))
+
+    current_line = 0
+    for end, pattern in hits:
+        line_start = region.rfind(b"\n", 0, max(0, end - 1) if end else 0) + 1
+        if end > 0 and region[end - 1:end] == b"\n":
+            line_start = region.rfind(b"\n", 0, end - 1) + 1
+        if win.base + end <= done_upto:
+            continue  # found in the previous region already (this is the look-behind)
+        if line_start != current_start:
+            flush()
+            counted_lines += region.count(b"\n", counted_pos, line_start)
+            counted_pos = line_start
+            nl = region.find(b"\n", line_start)
+            current_start, current_end = line_start, (nl if nl != -1 else len(region))
+            current, first_hit_end, current_line = [], end, counted_lines
+        current.append(pattern)
+    flush()

@@ -1,0 +1,66 @@
+"""Absolute timestamps in the formats training clusters actually write.
+
+Times without a zone are read as UTC: all sources of one job are assumed to share a zone.
+Formats without a year (syslog, glog) take the year of a reference time (the file's mtime).
+Plain dmesg stamps (`[12345.678]`, seconds since boot) are not absolute and are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
+
+_ISO = re.compile(
+    r"(?<!\d)(\d{4})-(\d{2})-(\d{2})[T _](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
+)
+_DMESG_T = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]"
+)
+_SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ")
+_GLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")
+
+
+def _fraction(text: str | None) -> int:
+    if not text:
+        return 0
+    return int(text[:6].ljust(6, "0"))
+
+
+def _zone(text: str | None) -> timezone:
+    if not text or text == "Z":
+        return UTC
+    sign = 1 if text[0] == "+" else -1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)))
+
+
+def _safe(year: int, month: int, day: int, h: int, mi: int, s: int, us: int, tz: timezone) -> datetime | None:
+    try:
+        return datetime(year, month, day, h, mi, s, us, tzinfo=tz)
+    except ValueError:
+        return None
+
+
+def parse_time(text: str, reference_year: int) -> datetime | None:
+    """The first absolute timestamp in `text`, or None."""
+    head = text[:200]
+    m = _SYSLOG.match(head)
+    if m and m.group(1).lower() in _MONTHS:
+        return _safe(reference_year, _MONTHS[m.group(1).lower()], int(m.group(2)), int(m.group(3)),
+                     int(m.group(4)), int(m.group(5)), _fraction(m.group(6)), UTC)
+    m = _DMESG_T.search(head)
+    if m and m.group(1).lower() in _MONTHS:
+        return _safe(int(m.group(6)), _MONTHS[m.group(1).lower()], int(m.group(2)), int(m.group(3)),
+                     int(m.group(4)), int(m.group(5)), 0, UTC)
+    m = _ISO.search(head)
+    if m:
+        return _safe(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+                     int(m.group(6)), _fraction(m.group(7)), _zone(m.group(8)))
+    m = _GLOG.match(head)
+    if m:
+        return _safe(reference_year, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                     int(m.group(5)), _fraction(m.group(6)), UTC)
+    return None

@@ -1,0 +1,59 @@
+"""Name the culprit node, GPU and rank from the decisive matches.
+
+A kernel Xid names a PCI bus id on a node; NCCL's init lines say which rank ran on that GPU. An
+IB error on many ranks names the same peer IP; the bootstrap lines say which node owns that IP.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from diagnoser.collect.nccl import normalize_bus_id
+from diagnoser.models import Culprit, SignatureMatch
+from diagnoser.prefilter.matching import Topology
+
+MAX_LISTED = 64  # a culprit list longer than this is not a culprit, it is the whole job
+
+
+def _gpu(raw: str) -> str:
+    return normalize_bus_id(raw) if ":" in raw else raw
+
+
+def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False) -> Culprit:
+    """`hardware`: also name the GPU a culprit rank ran on (from NCCL's topology)."""
+    nodes: list[str] = []
+    ranks: list[int] = []
+    gpus: list[str] = []
+    peers = Counter(m.fields["peer"] for m in matches if m.fields.get("peer"))
+
+    def add(seq: list, value: object) -> None:
+        if value is not None and value not in seq:
+            seq.append(value)
+
+    for m in matches:
+        rec, f = m.record, m.fields
+        node = f.get("node") or rec.node
+        rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
+        gpu = _gpu(f["gpu"]) if f.get("gpu") else None
+        if rank is None and gpu and ":" in gpu:
+            rank = topo.rank_of_gpu(node, gpu)
+        if rank is None and node and rec.local_rank is not None:
+            rank = topo.rank_of_device(node, rec.local_rank)
+        if node is None and rank is not None:
+            node = topo.node_of_rank(rank)
+        if gpu is None and hardware and rank is not None and rank in topo.placements:
+            gpu = topo.placements[rank].bus_id
+        if not peers:
+            add(nodes, node)
+        add(ranks, rank)
+        add(gpus, gpu)
+    if peers:
+        # reporters name the broken peer; the most named peer is the culprit, mapped to its node
+        top, count = peers.most_common(1)[0]
+        if count >= max(1, sum(peers.values()) // 2):
+            add(nodes, topo.node_ips.get(top.split("<")[0], top.split("<")[0]))
+        else:
+            for m in matches:
+                add(nodes, m.fields.get("node") or m.record.node)
+        ranks = []  # the reporting ranks are victims, not culprits
+    return Culprit(nodes=nodes[:MAX_LISTED], ranks=sorted(ranks)[:MAX_LISTED], gpus=gpus[:MAX_LISTED])

@@ -1,0 +1,91 @@
+"""Decide which failure came first and which are its consequences.
+
+Rules, in order (documented in the README):
+1. Kernel-log events far outside the job's time span (older than the first rank-log line, or
+   after the last, by more than HISTORY_MARGIN) are history, not this failure.
+2. Collateral signatures (collective timeouts, aborted communicators, launcher teardown, a lost
+   peer) never decide while a root-role signature fired.
+3. The first-failure window opens at the earliest timestamped root-role match and lasts WINDOW
+   (clock skew between nodes and the propagation from a dying GPU to the rank's own error).
+   Matches without any timestamp compete too; later root-role matches are consequences.
+4. Inside the window the most specific signature (highest priority) wins; ties go to the earliest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from diagnoser.models import Role, SignatureMatch
+
+WINDOW = timedelta(seconds=30)
+HISTORY_MARGIN = timedelta(minutes=10)
+_LATEST = datetime.max.replace(tzinfo=None)
+
+
+@dataclass
+class Demarcation:
+    root: SignatureMatch | None
+    supporting: list[SignatureMatch] = field(default_factory=list)  # same class, same window
+    competing: list[SignatureMatch] = field(default_factory=list)  # other root classes in the window
+    later: list[SignatureMatch] = field(default_factory=list)  # root-role matches after the window
+    collateral: list[SignatureMatch] = field(default_factory=list)
+    history: list[SignatureMatch] = field(default_factory=list)
+    span: tuple[datetime | None, datetime | None] = (None, None)
+
+
+def _when(m: SignatureMatch) -> datetime:
+    t = m.record.time
+    return t.astimezone(UTC).replace(tzinfo=None) if t else _LATEST
+
+
+def _order(m: SignatureMatch) -> tuple:
+    return (-m.priority, _when(m), m.record.source, m.record.line)
+
+
+def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]
+                  ) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
+    """(current, history): kernel events outside the job's span by more than the margin."""
+    start, end = span
+    if start is None or end is None:
+        return matches, []
+    current, history = [], []
+    for m in matches:
+        t = m.record.time
+        if m.record.kind == "dmesg" and t is not None and not (
+            start - HISTORY_MARGIN <= t <= end + HISTORY_MARGIN
+        ):
+            history.append(m)
+        else:
+            current.append(m)
+    return current, history
+
+
+def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]) -> Demarcation:
+    current, history = split_history(matches, span)
+    roots = [m for m in current if m.role == Role.ROOT]
+    collateral = [m for m in current if m.role == Role.COLLATERAL]
+    if not roots:
+        pool = sorted(collateral, key=_order)
+        root = pool[0] if pool else None
+        supporting = [m for m in pool if root and m.runbook_id == root.runbook_id]
+        return Demarcation(root, supporting, [], [], collateral, history, span)
+    timed = [m for m in roots if m.record.time is not None]
+    later: list[SignatureMatch] = []
+    candidates = [m for m in roots if m.record.time is None]
+    if timed:
+        t0 = min(m.record.time for m in timed)
+        for m in timed:
+            (candidates if m.record.time <= t0 + WINDOW else later).append(m)
+    candidates.sort(key=_order)
+    root = candidates[0]
+    supporting = [m for m in candidates if m.runbook_id == root.runbook_id]
+    competing = [m for m in candidates if m.runbook_id != root.runbook_id]
+    return Demarcation(root, supporting, competing, later, collateral, history, span)
+
+
+def collateral_counts(d: Demarcation, file_counts: Counter[str]) -> dict[str, int]:
+    """How many lines of each collateral class were seen (all of them, not just those kept)."""
+    ids = {m.runbook_id for m in d.collateral}
+    return {i: file_counts.get(i, 0) for i in sorted(ids)}

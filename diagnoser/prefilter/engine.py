@@ -1,0 +1,90 @@
+"""One pass over the bytes for all patterns at once.
+
+Running 60+ regexes over every line is what makes naive triage slow. Hyperscan compiles all
+patterns into one automaton and reports (pattern, end offset) in a single scan at GB/s; the
+scanner then re-reads only the hit lines with Python `re`. Without Hyperscan (non-x86 machines)
+each pattern is searched over the whole chunk with `re`, which is slower but gives the same hits.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+try:  # Hyperscan ships manylinux wheels for x86_64 only
+    import hyperscan
+except ImportError:  # pragma: no cover - exercised on other platforms
+    hyperscan = None
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+# A trailing `.*`, `.+` or open-ended group adds nothing to *finding* the line but makes Hyperscan
+# report one match per following character; the hit line is re-read with Python `re` anyway.
+_OPEN_TAIL = re.compile(r"(?:\((?:\?P<\w+>|\?:)?\.[*+]\??\)|\.[*+]\??)\$?$")
+
+
+def to_hyperscan(pattern: str) -> tuple[bytes, int]:
+    """Translate a Python pattern of the runbook subset into Hyperscan syntax and flags."""
+    flags = 0
+    if pattern.startswith("(?i)"):
+        pattern = pattern[4:]
+        flags |= hyperscan.HS_FLAG_CASELESS
+    flags |= hyperscan.HS_FLAG_MULTILINE
+    trimmed = _OPEN_TAIL.sub("", pattern)
+    while trimmed != pattern and trimmed:
+        pattern, trimmed = trimmed, _OPEN_TAIL.sub("", trimmed)
+    return _NAMED_GROUP.sub("(", pattern).encode("utf-8"), flags
+
+
+class MultiMatcher(ABC):
+    """Finds, in a byte buffer, the end offsets of every pattern's matches."""
+
+    @abstractmethod
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        """Sorted (end_offset, pattern_index) pairs; several per line are possible."""
+
+
+class HyperscanMatcher(MultiMatcher):
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        expressions, flags = [], []
+        for p in patterns:
+            expr, flag = to_hyperscan(p)
+            expressions.append(expr)
+            # no SINGLEMATCH: it is per scan and would hide every line after the first
+            flags.append(flag)
+        self._db.compile(expressions=expressions, ids=list(range(len(patterns))),
+                         elements=len(patterns), flags=flags)
+        self._scratch = hyperscan.Scratch(self._db)
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+            hits.append((end, pattern_id))
+
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        hits.sort()
+        return hits
+
+
+class RegexMatcher(MultiMatcher):
+    """Fallback: one `re` search per pattern over the whole buffer."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._patterns = [re.compile(_NAMED_GROUP.sub("(?:", p).encode("utf-8"), re.M) for p in patterns]
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits = [(m.end(), i) for i, p in enumerate(self._patterns) for m in p.finditer(data)]
+        hits.sort()
+        return hits
+
+
+def build_matcher(patterns: Sequence[str], prefer_hyperscan: bool = True) -> MultiMatcher:
+    """Hyperscan if installed and every pattern compiles there, else the `re` fallback."""
+    if prefer_hyperscan and hyperscan is not None:
+        try:
+            return HyperscanMatcher(patterns)
+        except hyperscan.error:
+            pass  # a pattern outside Hyperscan's subset: correctness first
+    return RegexMatcher(patterns)

@@ -1,0 +1,134 @@
+"""Confirm multi-pattern hits with the runbooks' Python regexes and extract their fields.
+
+The engine sees every signature of every runbook plus a few context patterns (NCCL topology,
+srun task exits, generic error words); this module knows which pattern belongs to what.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagnoser.collect import nccl, slurm
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.collect.scanner import Event
+from diagnoser.collect.text import visible_segments
+from diagnoser.models import SignatureMatch
+from diagnoser.prefilter.runbooks import Runbook
+
+# Lines that are not failures but say where ranks ran, or that something went wrong at all.
+CONTEXT_PATTERNS = {
+    "nccl_init": nccl.INIT_ANCHOR,
+    "nccl_oob": nccl.OOB_ANCHOR,
+    "srun_task_exit": slurm.TASK_EXIT_ANCHOR,
+    "weak_error": r"(?i)\b(error|fatal|failed|exception|abort(ed)?|killed|segmentation fault|core dumped)\b",
+}
+
+
+@dataclass(frozen=True)
+class PatternTable:
+    """All patterns the engine compiles, and what each index means."""
+
+    patterns: list[str]
+    owner: list[tuple[str, int]]  # ("runbook", runbook index) or ("context", name index)
+    context_names: list[str]
+
+    @classmethod
+    def build(cls, runbooks: list[Runbook]) -> PatternTable:
+        patterns: list[str] = []
+        owner: list[tuple[str, int]] = []
+        for i, book in enumerate(runbooks):
+            for sig in book.signatures:
+                patterns.append(sig)
+                owner.append(("runbook", i))
+        names = list(CONTEXT_PATTERNS)
+        for j, name in enumerate(names):
+            patterns.append(CONTEXT_PATTERNS[name])
+            owner.append(("context", j))
+        return cls(patterns, owner, names)
+
+
+@dataclass
+class Topology:
+    """Where ranks ran: from NCCL init lines and srun task exits."""
+
+    placements: dict[int, nccl.RankPlacement] = field(default_factory=dict)
+    node_ips: dict[str, str] = field(default_factory=dict)  # ip -> node
+    task_nodes: dict[int, str] = field(default_factory=dict)  # rank -> node (srun)
+    task_exits: list[tuple[Event, slurm.TaskExit]] = field(default_factory=list)
+
+    def merge(self, other: Topology) -> None:
+        self.placements.update(other.placements)
+        self.node_ips.update(other.node_ips)
+        self.task_nodes.update(other.task_nodes)
+        self.task_exits.extend(other.task_exits)
+
+    def node_of_rank(self, rank: int) -> str | None:
+        if rank in self.placements:
+            return self.placements[rank].node
+        return self.task_nodes.get(rank)
+
+    def rank_of_gpu(self, node: str | None, bus_id: str) -> int | None:
+        for p in self.placements.values():
+            if p.bus_id == bus_id and (node is None or p.node == node):
+                return p.rank
+        return None
+
+    def rank_of_device(self, node: str, device: int) -> int | None:
+        for p in self.placements.values():
+            if p.node == node and p.device == device:
+                return p.rank
+        return None
+
+
+def _extract(book: Runbook, text: str) -> dict[str, str] | None:
+    """Named groups of the first signature that matches any visible segment of the line."""
+    for segment in visible_segments(text):
+        body = split_prefix(segment).rest
+        for regex in book.compiled:
+            m = regex.search(body) or regex.search(segment)
+            if m:
+                fields = {k: v.strip() for k, v in m.groupdict().items() if v}
+                for extractor in book.compiled_extractors:
+                    em = extractor.search(segment)
+                    if em:
+                        fields.update({k: v.strip() for k, v in em.groupdict().items() if v})
+                return fields
+    return None
+
+
+def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
+            ) -> tuple[list[SignatureMatch], Topology, list[Event]]:
+    """Matches, topology, and events that only hit the weak error pattern."""
+    matches: list[SignatureMatch] = []
+    topo = Topology()
+    weak: list[Event] = []
+    for event in events:
+        books = sorted({table.owner[p][1] for p in event.patterns if table.owner[p][0] == "runbook"})
+        contexts = {table.context_names[table.owner[p][1]] for p in event.patterns if table.owner[p][0] == "context"}
+        text = event.record.text
+        confirmed = False
+        for b in books:
+            book = runbooks[b]
+            fields = _extract(book, text)
+            if fields is None:
+                continue
+            confirmed = True
+            matches.append(SignatureMatch(runbook_id=book.id, record=event.record, role=book.role,
+                                          priority=book.priority, fields=fields))
+        if "nccl_init" in contexts:
+            placement = nccl.parse_init(split_prefix(text).rest)
+            if placement:
+                topo.placements[placement.rank] = placement
+        if "nccl_oob" in contexts:
+            host_ip = nccl.parse_oob_ip(split_prefix(text).rest)
+            if host_ip:
+                topo.node_ips[host_ip[1]] = host_ip[0]
+        if "srun_task_exit" in contexts:
+            exit_ = slurm.parse_task_exit(text)
+            if exit_:
+                for r in exit_.ranks:
+                    topo.task_nodes.setdefault(r, exit_.node)
+                topo.task_exits.append((event, exit_))
+        if "weak_error" in contexts and not confirmed:
+            weak.append(event)
+    return matches, topo, weak

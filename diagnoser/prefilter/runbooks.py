@@ -1,0 +1,125 @@
+"""Runbooks: one markdown file per failure class, signatures in YAML front matter.
+
+The library lives in `runbooks/` at the top of the project (installed under
+`<prefix>/share/diagnoser/runbooks`); `DIAGNOSER_RUNBOOKS` or `--runbooks` point elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from diagnoser.models import Action, Category, Role
+
+FIELD_NAMES = frozenset({"node", "rank", "local_rank", "gpu", "peer", "detail"})
+
+
+class RunbookError(ValueError):
+    """A runbook file that cannot be used; the message names the file and the problem."""
+
+
+class Examples(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    match: list[str] = Field(default_factory=list)
+    no_match: list[str] = Field(default_factory=list)
+
+
+class Runbook(BaseModel):
+    """A failure class: what it looks like in logs and what to do about it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    category: Category
+    subtype: str
+    action: Action
+    role: Role = Role.ROOT
+    severity: str = "medium"
+    priority: int = Field(ge=0, le=100)
+    confidence: float = Field(ge=0.0, le=1.0)
+    signatures: list[str] = Field(min_length=1)
+    extractors: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+    examples: Examples = Field(default_factory=Examples)
+    body: str = ""
+    path: str = ""
+
+    @field_validator("signatures")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"signature {pattern!r} does not compile: {exc}") from exc
+            unknown = set(compiled.groupindex) - FIELD_NAMES
+            if unknown:
+                raise ValueError(f"signature {pattern!r} uses unknown group names {sorted(unknown)}")
+        return patterns
+
+    @cached_property
+    def compiled(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.signatures]
+
+    @cached_property
+    def compiled_extractors(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.extractors.values()]
+
+    def section(self, heading: str) -> str:
+        """The text under a `## heading` of the body ('' if absent)."""
+        m = re.search(rf"^##\s+{re.escape(heading)}\s*$(.*?)(?=^##\s|\Z)", self.body, re.M | re.S | re.I)
+        return m.group(1).strip() if m else ""
+
+
+_FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?(.*)\Z", re.S)
+
+
+def parse_runbook(path: Path) -> Runbook:
+    text = path.read_text(encoding="utf-8")
+    m = _FRONT.match(text)
+    if not m:
+        raise RunbookError(f"{path}: no YAML front matter between '---' lines")
+    try:
+        meta = yaml.safe_load(m.group(1)) or {}
+    except yaml.YAMLError as exc:
+        raise RunbookError(f"{path}: front matter is not valid YAML: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise RunbookError(f"{path}: front matter must be a mapping")
+    try:
+        return Runbook(**meta, body=m.group(2), path=f"runbooks/{path.name}")
+    except (ValueError, TypeError) as exc:
+        raise RunbookError(f"{path}: {exc}") from exc
+
+
+def default_runbook_dir() -> Path:
+    """Where the runbooks are: env, the source checkout, then the installed share dir."""
+    env = os.environ.get("DIAGNOSER_RUNBOOKS")
+    if env:
+        return Path(env)
+    checkout = Path(__file__).resolve().parents[2] / "runbooks"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "diagnoser" / "runbooks"
+
+
+def load_runbooks(directory: Path | None = None) -> list[Runbook]:
+    """Load and validate every `*.md` runbook of a directory (sorted by id)."""
+    directory = directory or default_runbook_dir()
+    if not directory.is_dir():
+        raise RunbookError(f"runbook directory not found: {directory} (set DIAGNOSER_RUNBOOKS)")
+    books = [parse_runbook(p) for p in sorted(directory.glob("*.md")) if not p.name.startswith(("_", "README"))]
+    seen: dict[str, str] = {}
+    for book in books:
+        if book.id in seen:
+            raise RunbookError(f"duplicate runbook id {book.id!r} in {book.path} and {seen[book.id]}")
+        seen[book.id] = book.path
+    if not books:
+        raise RunbookError(f"no runbooks in {directory}")
+    return books

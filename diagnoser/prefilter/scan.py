@@ -1,0 +1,134 @@
+"""Run the collectors and the matcher over every source, in parallel processes when it pays.
+
+Each worker compiles the pattern database once and returns only small results (matches capped per
+pattern and file, topology, counts), so memory stays bounded however many GB are read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from diagnoser.collect.files import Source, open_source
+from diagnoser.collect.scanner import Event, scan_stream
+from diagnoser.models import InputWarning, SignatureMatch
+from diagnoser.prefilter.engine import MultiMatcher, build_matcher
+from diagnoser.prefilter.matching import PatternTable, Topology, confirm
+from diagnoser.prefilter.runbooks import Runbook, load_runbooks
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
+
+
+@dataclass
+class SourceResult:
+    source: str
+    kind: str
+    node: str | None
+    matches: list[SignatureMatch] = field(default_factory=list)
+    topology: Topology = field(default_factory=Topology)
+    weak: list[Event] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # runbook id -> lines matched in this file
+    bytes: int = 0
+    lines: int = 0
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+    warning: str | None = None
+
+
+@dataclass
+class ScanResult:
+    sources: list[SourceResult]
+    warnings: list[InputWarning]
+    seconds: float
+
+    @property
+    def matches(self) -> list[SignatureMatch]:
+        return [m for s in self.sources for m in s.matches]
+
+    @property
+    def topology(self) -> Topology:
+        topo = Topology()
+        for s in self.sources:
+            topo.merge(s.topology)
+        return topo
+
+
+class _Worker:
+    """Per-process state: runbooks and the compiled matcher."""
+
+    runbooks: list[Runbook]
+    table: PatternTable
+    matcher: MultiMatcher
+
+    @classmethod
+    def setup(cls, runbook_dir: str | None) -> None:
+        cls.runbooks = load_runbooks(Path(runbook_dir) if runbook_dir else None)
+        cls.table = PatternTable.build(cls.runbooks)
+        cls.matcher = build_matcher(cls.table.patterns)
+
+
+def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) -> SourceResult:
+    result = SourceResult(source.name, source.info.kind, source.info.node)
+    year = datetime.fromtimestamp(source.mtime or time.time(), tz=UTC).year
+    try:
+        stream = open_source(source, stdin=sys.stdin.buffer if source.path is None else None)
+    except (OSError, ValueError) as exc:
+        result.warning = getattr(exc, "strerror", None) or str(exc)
+        return result
+    try:
+        scan = scan_stream(stream, source.name, source.info, _Worker.matcher, year, on_progress)
+    except OSError as exc:  # e.g. a file truncated or removed while being read
+        result.warning = f"read error after some bytes: {exc.strerror or exc}"
+        return result
+    finally:
+        if source.path is not None:
+            stream.close()
+    result.matches, result.topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
+    table = _Worker.table
+    for pattern, count in scan.counts.items():
+        kind, index = table.owner[pattern]
+        if kind == "runbook":
+            book_id = _Worker.runbooks[index].id
+            result.counts[book_id] = max(result.counts.get(book_id, 0), count)
+    result.bytes, result.lines = scan.bytes, scan.lines
+    result.first_time, result.last_time = scan.first_time, scan.last_time
+    return result
+
+
+def _scan_one_in_worker(source: Source) -> SourceResult:
+    return _scan_one(source)
+
+
+def scan_sources(
+    sources: list[Source],
+    runbook_dir: Path | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> ScanResult:
+    """Scan all sources; results keep the order of `sources`."""
+    started = time.perf_counter()
+    total = sum(s.size for s in sources)
+    workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    parallel = workers > 1 and len(sources) > 1 and total >= PARALLEL_MIN_BYTES and all(s.path for s in sources)
+    if parallel:
+        order = sorted(range(len(sources)), key=lambda i: -sources[i].size)  # big files first
+        results: list[SourceResult | None] = [None] * len(sources)
+        with ProcessPoolExecutor(max_workers=workers, initializer=_Worker.setup,
+                                 initargs=(str(runbook_dir) if runbook_dir else None,)) as pool:
+            futures = {pool.submit(_scan_one_in_worker, sources[i]): i for i in order}
+            for future, i in futures.items():
+                results[i] = future.result()
+                if on_progress:
+                    on_progress(sources[i].size)
+        done = [r for r in results if r is not None]
+    else:
+        _Worker.setup(str(runbook_dir) if runbook_dir else None)
+        done = [_scan_one(s, on_progress) for s in sources]
+    warnings = [InputWarning(source=r.source, message=r.warning) for r in done if r.warning]
+    return ScanResult(done, warnings, time.perf_counter() - started)

@@ -1,0 +1,146 @@
+"""Turn a demarcation into a `diagnosis/v1` verdict decided by the rules.
+
+Every evidence line cites the source and line number it was read from (grounding); the root cause
+sentence is the runbook's summary filled from the matched fields.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from diagnoser.collect.scanner import Event, raising_frame
+from diagnoser.models import (
+    Action,
+    Category,
+    DecidedBy,
+    Diagnosis,
+    Evidence,
+    FirstFailure,
+    InputWarning,
+    Role,
+    ScanStats,
+    SignatureMatch,
+)
+from diagnoser.prefilter.culprit import locate
+from diagnoser.prefilter.demarcate import Demarcation, collateral_counts
+from diagnoser.prefilter.matching import Topology
+from diagnoser.prefilter.runbooks import Runbook
+
+MAX_EVIDENCE = 8
+CLOSE_PRIORITY = 5  # a competitor this close in priority lowers confidence
+
+
+class _Missing(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _summary(book: Runbook, match: SignatureMatch, culprit_node: str | None) -> str:
+    values = _Missing(match.fields)
+    values.setdefault("node", match.fields.get("node") or match.record.node or culprit_node or "?")
+    values.setdefault("rank", str(match.record.rank) if match.record.rank is not None else "?")
+    template = book.summary or book.title
+    try:
+        return template.format_map(values)
+    except (ValueError, IndexError):
+        return book.title
+
+
+def _evidence_of(match: SignatureMatch) -> list[Evidence]:
+    rec = match.record
+    out = [Evidence(source=rec.source, line=rec.line, text=rec.text)]
+    frame = raising_frame(rec)
+    if frame:
+        out.insert(0, Evidence(source=rec.source, line=frame[0], text=frame[1]))
+    return out
+
+
+def _spread(matches: list[SignatureMatch], limit: int) -> list[SignatureMatch]:
+    """One match per (node, rank) first, so evidence shows the breadth of a failure."""
+    seen: set[tuple] = set()
+    first, rest = [], []
+    for m in matches:
+        key = (m.record.node, m.record.rank, m.record.source)
+        (rest if key in seen else first).append(m)
+        seen.add(key)
+    return (first + rest)[:limit]
+
+
+def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str:
+    if not counts:
+        return ""
+    parts = [f"{n} × {books[i].subtype.replace('_', ' ')}" for i, n in counts.items() if i in books]
+    return "; collateral: " + ", ".join(parts)
+
+
+def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file_counts: Counter[str],
+                 weak: list[Event], stats: ScanStats, warnings: list[InputWarning]) -> Diagnosis:
+    """The verdict of the rule stage (category `unknown` when nothing matched)."""
+    notes: list[str] = []
+    if d.history:
+        notes.append(f"ignored {len(d.history)} kernel event(s) outside the job's time span "
+                     f"(e.g. {d.history[0].runbook_id} at {d.history[0].record.time})")
+    if d.root is None:
+        return _no_signature(weak, stats, warnings, notes)
+    book = books[d.root.runbook_id]
+    hardware = book.category == Category.HARDWARE
+    culprit = locate(d.supporting, topo, hardware=hardware)
+    confidence = book.confidence
+    close = [m for m in d.competing if d.root.priority - m.priority < CLOSE_PRIORITY]
+    if close:
+        confidence *= 0.85
+        notes.append("close competitor: " + ", ".join(sorted({m.runbook_id for m in close})))
+    if hardware and not culprit.nodes:
+        confidence *= 0.9
+        notes.append("hardware fault but no node named in the evidence; drain needs a node")
+    if d.root.role == Role.COLLATERAL:
+        notes.append("only collateral symptoms were found: the failing peer's own logs may be missing")
+    counts = collateral_counts(d, file_counts)
+    evidence: list[Evidence] = []
+    for m in _spread(d.supporting, 4):
+        evidence.extend(_evidence_of(m))
+    for m in _spread(d.competing, 2) + _spread(d.collateral, 2):
+        evidence.append(Evidence(source=m.record.source, line=m.record.line, text=m.record.text))
+    root_cause = _summary(book, d.root, culprit.nodes[0] if culprit.nodes else None)
+    if d.root.role == Role.ROOT:
+        root_cause += _collateral_clause(counts, books)
+    rec = d.root.record
+    return Diagnosis(
+        category=book.category, subtype=book.subtype, action=book.action,
+        confidence=round(min(1.0, confidence), 3), culprit=culprit, root_cause=root_cause,
+        evidence=_dedupe(evidence)[:MAX_EVIDENCE],
+        first_failure=FirstFailure(source=rec.source, line=rec.line, time=rec.time),
+        decided_by=DecidedBy.RULE, runbook=book.path, collateral=counts, notes=notes,
+        warnings=warnings, stats=stats,
+    )
+
+
+def _dedupe(evidence: list[Evidence]) -> list[Evidence]:
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for e in evidence:
+        if (e.source, e.line) not in seen:
+            seen.add((e.source, e.line))
+            out.append(e)
+    return out
+
+
+def _no_signature(weak: list[Event], stats: ScanStats, warnings: list[InputWarning],
+                  notes: list[str]) -> Diagnosis:
+    def earliest_first(e: Event) -> tuple:
+        t = e.record.time
+        return (t is None, t.astimezone(UTC).replace(tzinfo=None) if t else datetime.min, e.record.source,
+                e.record.line)
+
+    ordered = sorted(weak, key=earliest_first)
+    evidence = [Evidence(source=e.record.source, line=e.record.line, text=e.record.text) for e in ordered[:5]]
+    first = ordered[0].record if ordered else None
+    return Diagnosis(
+        category=Category.UNKNOWN, subtype="no_signature", action=Action.ESCALATE, confidence=0.0,
+        root_cause="No known failure signature matched; the strongest error lines are shown"
+        if evidence else "No known failure signature and no error lines were found",
+        evidence=evidence,
+        first_failure=FirstFailure(source=first.source, line=first.line, time=first.time) if first else None,
+        decided_by=DecidedBy.NONE, notes=notes, warnings=warnings, stats=stats,
+    )

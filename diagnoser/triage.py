@@ -1,0 +1,68 @@
+"""`triage(paths) -> Diagnosis`: the library entry point behind `diagnoser triage`.
+
+collect (files, stdin) -> scan + match (parallel) -> demarcate -> culprit -> verdict.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from diagnoser.collect.files import Source, UnusableInput, list_sources
+from diagnoser.models import Diagnosis, InputWarning, ScanStats
+from diagnoser.prefilter.demarcate import demarcate
+from diagnoser.prefilter.runbooks import load_runbooks
+from diagnoser.prefilter.scan import ScanResult, scan_sources
+from diagnoser.prefilter.verdict import rule_verdict
+
+
+def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
+    """First and last time in the job's own (non-kernel) logs."""
+    times = [t for s in scan.sources if s.kind != "dmesg" for t in (s.first_time, s.last_time) if t]
+    if not times:
+        return None, None
+    return min(times), max(times)
+
+
+def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
+    """Readable sources, or UnusableInput with a one-line reason."""
+    if not paths:
+        raise UnusableInput("no input: give log files, directories, or - for stdin")
+    sources, problems = list_sources(paths)
+    warnings = [InputWarning(source=p, message=m) for p, m in problems]
+    if not sources:
+        if problems:
+            raise UnusableInput(f"{problems[0][0]}: {problems[0][1]}" +
+                                (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise UnusableInput(f"no log files found in {', '.join(paths)}")
+    return sources, warnings
+
+
+def triage(
+    paths: list[str],
+    runbook_dir: Path | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Diagnosis:
+    """Diagnose a failed job from its logs (rules only; retrieval and LLM stages build on this)."""
+    sources, warnings = resolve_inputs(paths)
+    runbooks = load_runbooks(runbook_dir)
+    scan = scan_sources(sources, runbook_dir, workers, on_progress)
+    warnings += scan.warnings
+    readable = [s for s in scan.sources if s.warning is None]
+    if not readable:
+        raise UnusableInput(f"no readable log: {warnings[0].source}: {warnings[0].message}")
+    if sum(s.bytes for s in readable) == 0:
+        raise UnusableInput("empty input: the logs given contain no data")
+    file_counts: Counter[str] = Counter()
+    for s in readable:
+        file_counts.update(s.counts)
+    stats = ScanStats(files=len(readable), bytes=sum(s.bytes for s in readable),
+                      lines=sum(s.lines for s in readable), matches=sum(file_counts.values()),
+                      seconds=round(scan.seconds, 3))
+    books = {b.id: b for b in runbooks}
+    d = demarcate(scan.matches, job_span(scan))
+    weak = [e for s in readable for e in s.weak]
+    return rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
