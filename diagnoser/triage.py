@@ -11,11 +11,12 @@ from datetime import datetime
 from pathlib import Path
 
 from diagnoser.collect.files import Source, UnusableInput, list_sources
-from diagnoser.models import Diagnosis, InputWarning, ScanStats
-from diagnoser.prefilter.demarcate import demarcate
+from diagnoser.models import Diagnosis, InputWarning, Role, ScanStats
+from diagnoser.prefilter.collectives import Finding, RankTail, analyse, stack_outliers
+from diagnoser.prefilter.demarcate import Demarcation, demarcate
 from diagnoser.prefilter.runbooks import load_runbooks
-from diagnoser.prefilter.scan import ScanResult, scan_sources
-from diagnoser.prefilter.verdict import rule_verdict
+from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
+from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
 
 
 def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
@@ -64,5 +65,26 @@ def triage(
                       seconds=round(scan.seconds, 3))
     books = {b.id: b for b in runbooks}
     d = demarcate(scan.matches, job_span(scan))
+    if d.root is None or d.root.role == Role.COLLATERAL:
+        finding = explain_collateral(d, readable, scan)
+        if finding is not None:
+            return finding_verdict(finding, d, books, file_counts, stats, warnings)
     weak = [e for s in readable for e in s.weak]
     return rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
+
+
+def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanResult) -> Finding | None:
+    """Who everyone waited for: desync, outlier stacks, silent ranks, stalled progress."""
+    topo = scan.topology
+    tails: dict[int, RankTail] = {}
+    stacks = {}
+    for s in readable:
+        if s.rank is None or s.kind == "dmesg":
+            continue
+        node = s.node or topo.node_of_rank(s.rank)
+        if s.stack is not None:
+            stacks[s.rank] = (s.source, node, s.stack)
+        else:
+            tails[s.rank] = RankTail(s.rank, node, s.source, s.last_progress, s.last_time)
+    nranks = max((p.nranks for p in topo.placements.values()), default=None)
+    return analyse(d.collateral, tails, nranks, stack_outliers(stacks))

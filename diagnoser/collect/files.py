@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from diagnoser.collect.paths import PathInfo, path_info
 
 STDIN = "-"
 _SNIFF_BYTES = 8192
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
 _SKIP_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",
                   ".npz", ".pkl", ".so", ".whl", ".zip", ".tar", ".zst", ".xz", ".bz2", ".pyc"}
 
@@ -117,8 +119,9 @@ def looks_binary(head: bytes) -> bool:
     from a crash are still text)."""
     if not head:
         return False
-    control = sum(1 for b in head if b < 9 or 13 < b < 32)
-    return control / len(head) > 0.3
+    text = head.decode("utf-8", errors="replace")
+    odd = text.count("\ufffd") + len(_CONTROL.findall(text))
+    return odd / len(text) > 0.3
 
 
 def open_source(source: Source, stdin: BinaryIO | None = None) -> BinaryIO:

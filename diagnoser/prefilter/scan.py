@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from diagnoser.collect import pyspy
 from diagnoser.collect.files import Source, open_source
-from diagnoser.collect.scanner import Event, scan_stream
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.collect.scanner import Event, Progress, scan_stream
 from diagnoser.models import InputWarning, SignatureMatch
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
@@ -38,6 +40,9 @@ class SourceResult:
     lines: int = 0
     first_time: datetime | None = None
     last_time: datetime | None = None
+    last_progress: Progress | None = None
+    rank: int | None = None  # the rank whose log this is, when it is one rank's log
+    stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
 
 
@@ -74,7 +79,17 @@ class _Worker:
 
 
 def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) -> SourceResult:
-    result = SourceResult(source.name, source.info.kind, source.info.node)
+    result = SourceResult(source.name, source.info.kind, source.info.node, rank=source.info.rank)
+    if source.path is not None and source.size <= pyspy.MAX_DUMP_BYTES and pyspy.NAME_HINT.search(source.name):
+        try:
+            text = source.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            result.warning = exc.strerror or str(exc)
+            return result
+        if pyspy.looks_like_dump(text):
+            result.stack = pyspy.main_stack(text)
+            result.bytes, result.lines = len(text.encode()), text.count("\n")
+            return result
     year = datetime.fromtimestamp(source.mtime or time.time(), tz=UTC).year
     try:
         stream = open_source(source, stdin=sys.stdin.buffer if source.path is None else None)
@@ -98,6 +113,9 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
             result.counts[book_id] = max(result.counts.get(book_id, 0), count)
     result.bytes, result.lines = scan.bytes, scan.lines
     result.first_time, result.last_time = scan.first_time, scan.last_time
+    result.last_progress = scan.last_progress
+    if result.rank is None and scan.last_progress is not None:
+        result.rank = split_prefix(scan.last_progress.text).rank
     return result
 
 

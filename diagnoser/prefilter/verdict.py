@@ -13,6 +13,7 @@ from diagnoser.collect.scanner import Event, raising_frame
 from diagnoser.models import (
     Action,
     Category,
+    Culprit,
     DecidedBy,
     Diagnosis,
     Evidence,
@@ -22,6 +23,7 @@ from diagnoser.models import (
     ScanStats,
     SignatureMatch,
 )
+from diagnoser.prefilter.collectives import Finding
 from diagnoser.prefilter.culprit import locate
 from diagnoser.prefilter.demarcate import Demarcation, collateral_counts
 from diagnoser.prefilter.matching import Topology
@@ -112,6 +114,23 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
         evidence=_dedupe(evidence)[:MAX_EVIDENCE],
         first_failure=FirstFailure(source=rec.source, line=rec.line, time=rec.time),
         decided_by=DecidedBy.RULE, runbook=book.path, collateral=counts, notes=notes,
+        warnings=warnings, stats=stats,
+    )
+
+
+def finding_verdict(f: Finding, d: Demarcation, books: dict[str, Runbook], file_counts: Counter[str],
+                    stats: ScanStats, warnings: list[InputWarning]) -> Diagnosis:
+    """A verdict from the collective/hang analysis of a collateral-only failure."""
+    counts = collateral_counts(d, file_counts)
+    book = next((b for b in books.values() if b.subtype == f.subtype and b.category == f.category), None)
+    first = f.evidence[0]
+    return Diagnosis(
+        category=f.category, subtype=f.subtype, action=book.action if book else f.action,
+        confidence=f.confidence, culprit=Culprit(nodes=f.nodes, ranks=f.ranks),
+        root_cause=f.root_cause + _collateral_clause(counts, books), evidence=_dedupe(f.evidence)[:MAX_EVIDENCE],
+        first_failure=FirstFailure(source=first.source, line=first.line), decided_by=DecidedBy.RULE,
+        runbook=book.path if book else None, collateral=counts,
+        notes=["decided by the collective/progress analysis: no root-cause signature fired"],
         warnings=warnings, stats=stats,
     )
 

@@ -1,0 +1,168 @@
+"""When only collateral fired (timeouts, teardown) or nothing did: who is everyone waiting for?
+
+Large-scale practice (NCCL flight recorder, ByteRobust's stack aggregation): in a hang every healthy
+rank times out in the same collective; the culprit is the rank that did *not* report, the one whose
+progress stopped first, or the one whose stack differs. Ranks that disagree on the collective at one
+sequence number are desynchronised (a user-code bug).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.collect.pyspy import Stack
+from diagnoser.collect.scanner import Progress
+from diagnoser.models import Action, Category, Evidence, SignatureMatch
+
+_WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?")
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|\brank (\d+)\b", re.I)
+STALL = timedelta(seconds=60)  # a rank this far behind the others' last progress is stuck
+MAX_SUSPECT_SHARE = 8  # suspects must be at most 1/8 of the ranks, else it is not one culprit
+
+
+@dataclass(frozen=True)
+class RankTail:
+    """Where one rank's log ended."""
+
+    rank: int
+    node: str | None
+    source: str
+    progress: Progress | None
+    last_time: datetime | None
+
+
+@dataclass
+class Finding:
+    subtype: str
+    category: Category
+    action: Action
+    confidence: float
+    root_cause: str
+    ranks: list[int] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def _rank_of(m: SignatureMatch) -> int | None:
+    if m.record.rank is not None:
+        return m.record.rank
+    hit = _RANK_IN_TEXT.search(split_prefix(m.record.text).rest)
+    return int(next(g for g in hit.groups() if g)) if hit else None
+
+
+def _ev(m: SignatureMatch) -> Evidence:
+    return Evidence(source=m.record.source, line=m.record.line, text=m.record.text)
+
+
+def desync(timeouts: list[SignatureMatch]) -> Finding | None:
+    """Ranks in different collectives (op or size) at the same sequence number."""
+    by_seq: dict[int, dict[tuple[str, str | None], list[SignatureMatch]]] = defaultdict(lambda: defaultdict(list))
+    for m in timeouts:
+        w = _WORK.search(m.record.text)
+        if w:
+            by_seq[int(w.group("seq"))][(w.group("op"), w.group("numel"))].append(m)
+    for seq, groups in sorted(by_seq.items()):
+        if len(groups) < 2:
+            continue
+        ordered = sorted(groups.values(), key=len)
+        minority = [m for g in ordered[:-1] for m in g]
+        ranks = sorted({r for m in minority if (r := _rank_of(m)) is not None})
+        ops = ", ".join(f"{op}" + (f"[{n}]" if n else "") for op, n in groups)
+        return Finding("collective_desync", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.8,
+                       f"ranks disagree on collective #{seq} ({ops}): the training code issues different "
+                       f"collectives on different ranks", ranks,
+                       sorted({m.record.node for m in minority if m.record.node}),
+                       [_ev(m) for m in minority[:2]] + [_ev(ordered[-1][0])])
+    return None
+
+
+def silent_ranks(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nranks: int | None) -> Finding | None:
+    """All ranks but a few timed out waiting: the few are the culprits."""
+    reporting = {r for m in timeouts if (r := _rank_of(m)) is not None}
+    universe = set(range(nranks)) if nranks else set(tails)
+    if len(reporting) < 2 or not universe:
+        return None
+    silent = sorted(universe - reporting)
+    if not silent or len(silent) > max(1, len(universe) // MAX_SUSPECT_SHARE):
+        return None
+    nodes = sorted({tails[r].node for r in silent if r in tails and tails[r].node})
+    evidence = [_ev(timeouts[0])]
+    for r in silent:
+        tail = tails.get(r)
+        if tail and tail.progress:
+            evidence.insert(0, Evidence(source=tail.source, line=tail.progress.line, text=tail.progress.text))
+    missing_logs = [r for r in silent if r not in tails]
+    how = ("whose logs are missing (node lost?)" if missing_logs and len(missing_logs) == len(silent)
+           else "which stopped making progress and never reached the collective")
+    return Finding("hang", Category.UNKNOWN, Action.RESTART_EXCLUDING_NODES if nodes else Action.RESTART, 0.7,
+                   f"{len(reporting)} ranks timed out waiting in a collective for rank(s) "
+                   f"{', '.join(map(str, silent))} {how}", silent, nodes, evidence)
+
+
+def stalled_progress(tails: dict[int, RankTail]) -> Finding | None:
+    """No error at all: the rank whose last progress is oldest (or step lowest) is the hung one."""
+    timed = {r: t for r, t in tails.items() if t.progress is not None}
+    if len(timed) < 2:
+        return None
+    steps = [t.progress.step for t in timed.values()]
+    median_step = statistics.median(steps)
+    behind = [r for r, t in timed.items() if t.progress.step < median_step]
+    times = [t.progress.time for t in timed.values() if t.progress.time]
+    if not behind and len(times) == len(timed):
+        median_time = sorted(times)[len(times) // 2]
+        behind = [r for r, t in timed.items() if t.progress.time < median_time - STALL]
+    if not behind or len(behind) > max(1, len(timed) // MAX_SUSPECT_SHARE):
+        return None
+    nodes = sorted({timed[r].node for r in behind if timed[r].node})
+    evidence = [Evidence(source=timed[r].source, line=timed[r].progress.line, text=timed[r].progress.text)
+                for r in behind[:4]]
+    ahead = max(timed.values(), key=lambda t: t.progress.step)
+    evidence.append(Evidence(source=ahead.source, line=ahead.progress.line, text=ahead.progress.text))
+    return Finding("hang", Category.UNKNOWN, Action.RESTART_EXCLUDING_NODES if nodes else Action.RESTART, 0.6,
+                   f"job hung: rank(s) {', '.join(map(str, sorted(behind)))} stopped at step "
+                   f"{min(timed[r].progress.step for r in behind)} while the others reached step "
+                   f"{ahead.progress.step}", sorted(behind), nodes, evidence)
+
+
+def analyse(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nranks: int | None,
+            stacks: Finding | None = None) -> Finding | None:
+    """The strongest explanation of a collateral-only failure, or None."""
+    for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails)):
+        if finding is not None:
+            return finding
+    return None
+
+
+def majority(values: list[str]) -> str | None:
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+def stack_outliers(stacks: dict[int, tuple[str, str | None, Stack]]) -> Finding | None:
+    """Group ranks by their main-thread stack (top 3 frames); a small group apart from the rest is
+    where the job is stuck. `stacks`: rank -> (source, node, Stack)."""
+    if len(stacks) < 3:
+        return None
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for rank, (_, _, stack) in stacks.items():
+        groups[stack.frames[:3]].append(rank)
+    if len(groups) < 2:
+        return None
+    ordered = sorted(groups.items(), key=lambda kv: len(kv[1]))
+    majority_frames, majority_ranks = ordered[-1]
+    outliers = sorted(r for frames, ranks in ordered[:-1] for r in ranks)
+    if len(outliers) > max(1, len(stacks) // MAX_SUSPECT_SHARE):
+        return None
+    nodes = sorted({stacks[r][1] for r in outliers if stacks[r][1]})
+    evidence = [Evidence(source=stacks[r][0], line=stacks[r][2].first_line + 1, text=stacks[r][2].frames[0])
+                for r in outliers[:4]]
+    ref = majority_ranks[0]
+    evidence.append(Evidence(source=stacks[ref][0], line=stacks[ref][2].first_line + 1, text=majority_frames[0]))
+    where = stacks[outliers[0]][2].frames[0]
+    return Finding("hang", Category.UNKNOWN, Action.RESTART_EXCLUDING_NODES if nodes else Action.RESTART, 0.75,
+                   f"job hung: {len(majority_ranks)} ranks wait in {majority_frames[0]} while rank(s) "
+                   f"{', '.join(map(str, outliers))} are elsewhere ({where})", outliers, nodes, evidence)

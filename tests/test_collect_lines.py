@@ -1,0 +1,87 @@
+"""Line-level normalisation: bytes, colours, progress bars, prefixes, timestamps, paths."""
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import PurePath
+
+import pytest
+
+from diagnoser.collect.paths import path_info
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.collect.text import clean_line, decode, truncate_around, visible_segments
+from diagnoser.collect.timestamps import parse_time
+
+
+def test_decode_never_fails_on_invalid_utf8():
+    assert decode(b"ok \xff\xfe bad \xc3") == "ok \ufffd\ufffd bad \ufffd"
+
+
+def test_clean_line_strips_ansi_and_control_but_keeps_carriage_returns():
+    raw = "\x1b[1;31mERROR\x1b[0m \x00boom\x07\r\n"
+    assert clean_line(raw) == "ERROR boom"
+    assert clean_line("a\rb\n") == "a\rb"
+
+
+def test_visible_segments_of_a_tqdm_redraw_keep_an_error_printed_between_frames():
+    line = " 10%|#  | 1/10\r 20%|## | 2/10\rRuntimeError: CUDA error: unknown error\r 30%|###| 3/10"
+    segments = visible_segments(line)
+    assert "RuntimeError: CUDA error: unknown error" in segments
+    assert segments[-1].startswith(" 30%")
+
+
+def test_truncate_keeps_the_interesting_span_visible():
+    text = "x" * 10000 + "Xid 79" + "y" * 10000
+    out = truncate_around(text, 10000, 10006, limit=200)
+    assert "Xid 79" in out and len(out) <= 202
+
+
+@pytest.mark.parametrize(("line", "rank", "local", "rest"), [
+    ("[rank3]:RuntimeError: x", 3, None, "RuntimeError: x"),
+    ("[rank12]: Traceback (most recent call last):", 12, None, "Traceback (most recent call last):"),
+    ("[default5]:terminate called", None, 5, "terminate called"),
+    ("  7: srun said", 7, None, "srun said"),
+    ("[stderr]ModuleNotFoundError: x", None, None, "ModuleNotFoundError: x"),
+    ("plain line", None, None, "plain line"),
+])
+def test_rank_prefixes(line, rank, local, rest):
+    p = split_prefix(line)
+    assert (p.rank, p.local_rank, p.rest) == (rank, local, rest)
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("[2025-03-04 05:06:07,123] torch.distributed.run: [WARNING] x",
+     datetime(2025, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)),
+    ("2025-03-04T05:06:07Z something", datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)),
+    ("2025-03-04T05:06:07+02:00 host kernel: x",
+     datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone(timedelta(hours=2)))),
+    ("[Tue Mar  4 05:06:07 2025] NVRM: Xid (PCI:0000:3b:00): 79", datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)),
+    ("Mar  4 05:06:07 gpu-017 kernel: [123.456] mlx5_core", datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)),
+    ("E0304 05:06:07.123456 1234 ProcessGroupNCCL.cpp:1] x", datetime(2024, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)),
+    ("  time      : 2025-03-04_05:06:09", datetime(2025, 3, 4, 5, 6, 9, tzinfo=UTC)),
+])
+def test_timestamp_formats(line, expected):
+    assert parse_time(line, reference_year=2024) == expected
+
+
+@pytest.mark.parametrize("line", [
+    "[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79",  # seconds since boot: not absolute
+    "step 100 loss 2.3",
+    "2025-13-45 99:99:99 not a date",
+])
+def test_no_absolute_time(line):
+    assert parse_time(line, reference_year=2024) is None
+
+
+@pytest.mark.parametrize(("path", "node", "rank", "kind"), [
+    ("gpu-017/rank5.log", "gpu-017", 5, "log"),
+    ("dmesg/gpu-017.log", "gpu-017", None, "dmesg"),
+    ("logs/dmesg-node12.txt", "node12", None, "dmesg"),
+    ("kern-dgx-a100-03.log", "dgx-a100-03", None, "dmesg"),
+    ("nccl/nccl-gpu-017.log", "gpu-017", None, "nccl"),
+    ("job/rank_005.log", None, 5, "log"),
+    ("node7/stderr/rank-12.err", "node7", 12, "stderr"),
+    ("slurm-4242.out", None, None, "scheduler"),
+    ("gpu-003/syslog", "gpu-003", None, "dmesg"),
+])
+def test_path_info(path, node, rank, kind):
+    info = path_info(PurePath(path))
+    assert (info.node, info.rank, info.kind) == (node, rank, kind)

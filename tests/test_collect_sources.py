@@ -1,0 +1,44 @@
+"""What NCCL, Slurm, torchrun and kernel lines say about where a rank ran."""
+
+from diagnoser.collect import kernel, nccl, slurm, torchrun
+
+
+def test_nccl_init_line_maps_rank_to_node_device_and_bus_id():
+    line = ("gpu-017:12345:12345 [3] NCCL INFO comm 0x5581e0a0 rank 11 nranks 16 cudaDev 3 nvmlDev 3 "
+            "busId 3b000 commId 0x9f1c2e3d4b5a6978 - Init COMPLETE")
+    p = nccl.parse_init(line)
+    assert (p.rank, p.node, p.device, p.bus_id, p.nranks) == (11, "gpu-017", 3, "0000:3b:00", 16)
+
+
+def test_bus_id_spellings_normalise_to_one_form():
+    for raw in ("3b000", "0000:3b:00.0", "00000000:3B:00.0", "0000:3b:00"):
+        assert nccl.normalize_bus_id(raw) == "0000:3b:00"
+    assert nccl.normalize_bus_id("1a1000") == "0001:a1:00"
+
+
+def test_nccl_oob_line_maps_ip_to_host():
+    assert nccl.parse_oob_ip("node3:77:77 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.13<0>") == ("node3", "10.0.0.13")
+    line = "node3:77:77 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.13<0>"
+    assert nccl.parse_oob_ip(line) == ("node3", "10.0.0.13")
+
+
+def test_srun_task_exit_names_node_and_task_range():
+    e = slurm.parse_task_exit("srun: error: gpu-003: tasks 8-11: Exited with exit code 1")
+    assert (e.node, e.ranks, e.exit_code) == ("gpu-003", (8, 9, 10, 11), 1)
+    e = slurm.parse_task_exit("srun: error: n2: task 1: Killed")
+    assert (e.node, e.ranks, e.exit_code) == ("n2", (1,), None)
+    assert slurm.parse_stepd_node("slurmstepd: error: *** JOB 4242 ON gpu-003 CANCELLED AT 2025-03-04T05:06:07 "
+                                  "DUE TO NODE FAILURE ***") == "gpu-003"
+
+
+def test_torchrun_failure_block_fields():
+    block = ["[1]:", "  time      : 2025-03-04_05:06:09", "  host      : gpu-017",
+             "  rank      : 5 (local_rank: 1)", "  exitcode  : -9 (pid: 12345)", "  error_file: <N/A>"]
+    f = torchrun.block_fields(block)
+    assert (f.host, f.rank, f.local_rank, f.time) == ("gpu-017", 5, 1, "2025-03-04_05:06:09")
+
+
+def test_kernel_syslog_host():
+    assert kernel.syslog_host("Mar  4 05:06:07 gpu-017 kernel: [123.4] mlx5_core 0000:0c:00.0: x") == "gpu-017"
+    assert kernel.syslog_host("2025-03-04T05:06:07+0000 gpu-017 kernel: x") == "gpu-017"
+    assert kernel.syslog_host("[2025-03-04 05:06:07] step 1") is None

@@ -1,0 +1,78 @@
+"""First-failure demarcation and culprit localisation, on hand-built matches."""
+
+from datetime import UTC, datetime, timedelta
+
+from diagnoser.collect.nccl import RankPlacement
+from diagnoser.models import LogRecord, Role, SignatureMatch
+from diagnoser.prefilter.culprit import locate
+from diagnoser.prefilter.demarcate import demarcate
+from diagnoser.prefilter.matching import Topology
+
+T = datetime(2026, 3, 4, 5, 0, tzinfo=UTC)
+
+
+def m(book, prio, t=None, role=Role.ROOT, kind="log", node=None, rank=None, line=1, **fields):
+    rec = LogRecord(source=f"{node or 'x'}/{book}.log", line=line, text=book, time=t, node=node, rank=rank,
+                    kind=kind)
+    return SignatureMatch(runbook_id=book, record=rec, role=role, priority=prio, fields=fields)
+
+
+def test_specific_hardware_fault_beats_an_earlier_generic_error_inside_the_window():
+    cuda = m("cuda-unknown", 50, T, rank=5)
+    xid = m("xid79", 97, T + timedelta(seconds=2), kind="dmesg", node="gpu-017")
+    d = demarcate([cuda, xid], (T - timedelta(hours=1), T + timedelta(hours=1)))
+    assert d.root is xid and d.competing == [cuda]
+
+
+def test_a_failure_after_the_window_is_a_consequence_not_the_root():
+    exc = m("keyerror", 20, T, rank=3)
+    late_xid = m("xid79", 97, T + timedelta(minutes=5), kind="dmesg", node="gpu-002")
+    d = demarcate([exc, late_xid], (T - timedelta(hours=1), T + timedelta(hours=1)))
+    assert d.root is exc and d.later == [late_xid]
+
+
+def test_old_kernel_events_are_history():
+    old = m("xid79", 97, T - timedelta(days=3), kind="dmesg", node="gpu-001")
+    oom = m("cuda-oom", 66, None, rank=1)
+    d = demarcate([old, oom], (T, T + timedelta(hours=2)))
+    assert d.root is oom and d.history == [old]
+
+
+def test_collateral_never_decides_while_a_root_signature_fired():
+    timeouts = [m("timeout", 15, T - timedelta(seconds=100), role=Role.COLLATERAL, rank=r) for r in range(63)]
+    exc = m("python-exception", 12, T, rank=7)
+    d = demarcate([*timeouts, exc], (None, None))
+    assert d.root is exc and len(d.collateral) == 63
+
+
+def test_only_collateral_then_it_decides():
+    timeouts = [m("timeout", 15, T, role=Role.COLLATERAL, rank=r) for r in range(4)]
+    d = demarcate(timeouts, (None, None))
+    assert d.root.runbook_id == "timeout" and len(d.supporting) == 4
+
+
+def test_ties_go_to_the_earliest():
+    a = m("oom", 66, T + timedelta(seconds=3), rank=2)
+    b = m("oom", 66, T + timedelta(seconds=1), rank=9)
+    assert demarcate([a, b], (None, None)).root is b
+
+
+def test_xid_bus_id_is_mapped_to_the_rank_that_used_the_gpu():
+    topo = Topology(placements={5: RankPlacement(5, "gpu-017", 1, "0000:3b:00", 16),
+                                4: RankPlacement(4, "gpu-017", 0, "0000:18:00", 16)})
+    xid = m("xid79", 97, T, kind="dmesg", node="gpu-017", gpu="0000:3b:00")
+    c = locate([xid], topo, hardware=True)
+    assert (c.nodes, c.ranks, c.gpus) == (["gpu-017"], [5], ["0000:3b:00"])
+
+
+def test_errors_that_name_one_peer_blame_the_peer_node_not_the_reporters():
+    topo = Topology(node_ips={"10.0.0.9": "gpu-009"})
+    reports = [m("ib", 76, T, node=f"gpu-00{i}", rank=i, peer="10.0.0.9") for i in range(1, 5)]
+    c = locate(reports, topo)
+    assert c.nodes == ["gpu-009"] and c.ranks == []
+
+
+def test_rank_without_node_is_placed_by_topology():
+    topo = Topology(task_nodes={12: "n3"})
+    c = locate([m("oom", 66, T, rank=12)], topo)
+    assert c.nodes == ["n3"] and c.ranks == [12]

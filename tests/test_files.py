@@ -1,0 +1,45 @@
+"""Input resolution: bad inputs become warnings, never crashes."""
+
+import os
+
+import pytest
+
+from diagnoser.collect.files import list_sources, looks_binary, open_source
+
+
+def test_missing_paths_warn_and_the_rest_is_read(tmp_path):
+    (tmp_path / "rank0.log").write_text("x\n")
+    sources, warnings = list_sources([str(tmp_path), str(tmp_path / "nope")])
+    assert [s.name for s in sources] == ["rank0.log"]
+    assert warnings == [(str(tmp_path / "nope"), "no such file or directory")]
+
+
+def test_symlink_loop_is_reported_not_followed(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "rank0.log").write_text("x\n")
+    os.symlink(tmp_path, tmp_path / "a" / "loop")
+    sources, warnings = list_sources([str(tmp_path)])
+    assert [s.name for s in sources] == ["a/rank0.log"]
+    assert any("symlink loop" in m for _, m in warnings)
+
+
+def test_broken_symlink_is_a_warning(tmp_path):
+    os.symlink(tmp_path / "gone", tmp_path / "dangling.log")
+    sources, warnings = list_sources([str(tmp_path)])
+    assert sources == [] and "broken" in warnings[0][1]
+
+
+def test_same_file_twice_is_read_once(tmp_path):
+    f = tmp_path / "rank0.log"
+    f.write_text("x\n")
+    sources, _ = list_sources([str(f), str(tmp_path)])
+    assert len(sources) == 1
+
+
+def test_binary_files_are_refused_with_a_reason(tmp_path):
+    f = tmp_path / "core.log"
+    f.write_bytes(bytes(range(256)) * 64)
+    (source,), _ = list_sources([str(f)])
+    with pytest.raises(ValueError, match="binary"):
+        open_source(source)
+    assert not looks_binary(b"log line with a stray \x00 NUL\n" * 20)
