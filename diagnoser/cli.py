@@ -39,7 +39,8 @@ def triage_command(
     try:
         sources, _ = resolve_inputs(paths)
         total = sum(s.size for s in sources)
-        show = progress and err.is_terminal and total > 256 << 20
+        # a bar only for a person watching a long scan; never into a pipe or a machine's JSON
+        show = progress and err.is_terminal and total > 256 << 20 and not (as_json and not sys.stdout.isatty())
         with Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                       TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
             task = bar.add_task("scan", total=total or None)

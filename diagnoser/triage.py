@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from diagnoser.collect.files import Source, UnusableInput, list_sources
-from diagnoser.models import Diagnosis, InputWarning, Role, ScanStats
-from diagnoser.prefilter.collectives import Finding, RankTail, analyse, stack_outliers
+from diagnoser.models import Diagnosis, InputWarning, LogRecord, Role, ScanStats
+from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
+from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
-from diagnoser.prefilter.runbooks import load_runbooks
+from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
 from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
 
@@ -41,13 +43,47 @@ def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
     return sources, warnings
 
 
+@dataclass
+class Analysis:
+    """Everything the rule stage saw: the verdict and the evidence window later stages use."""
+
+    diagnosis: Diagnosis
+    demarcation: Demarcation
+    scan: ScanResult
+    runbooks: dict[str, Runbook]
+
+    def window(self, limit: int = 200) -> list[LogRecord]:
+        """The records worth showing a model: decisive, competing, later, collateral (bounded)."""
+        d = self.demarcation
+        seen: set[tuple[str, int]] = set()
+        out: list[LogRecord] = []
+        for m in [*d.supporting, *d.competing, *d.later, *d.collateral[:20], *d.history[:5]]:
+            key = (m.record.source, m.record.line)
+            if key not in seen:
+                seen.add(key)
+                out.append(m.record)
+        weak = [e.record for s in self.scan.sources for e in s.weak]
+        out += [r for r in weak if (r.source, r.line) not in seen][: max(0, limit - len(out))]
+        return out[:limit]
+
+
 def triage(
     paths: list[str],
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> Diagnosis:
-    """Diagnose a failed job from its logs (rules only; retrieval and LLM stages build on this)."""
+    """Diagnose a failed job from its logs (rules; retrieval and LLM stages build on `analyse`)."""
+    return analyse(paths, runbook_dir, workers, on_progress).diagnosis
+
+
+def analyse(
+    paths: list[str],
+    runbook_dir: Path | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Analysis:
+    """Collect, scan, demarcate and decide by rules; keep the window for later stages."""
     sources, warnings = resolve_inputs(paths)
     runbooks = load_runbooks(runbook_dir)
     scan = scan_sources(sources, runbook_dir, workers, on_progress)
@@ -68,9 +104,9 @@ def triage(
     if d.root is None or d.root.role == Role.COLLATERAL:
         finding = explain_collateral(d, readable, scan)
         if finding is not None:
-            return finding_verdict(finding, d, books, file_counts, stats, warnings)
+            return Analysis(finding_verdict(finding, d, books, file_counts, stats, warnings), d, scan, books)
     weak = [e for s in readable for e in s.weak]
-    return rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
+    return Analysis(rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings), d, scan, books)
 
 
 def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanResult) -> Finding | None:
@@ -87,4 +123,4 @@ def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanR
         else:
             tails[s.rank] = RankTail(s.rank, node, s.source, s.last_progress, s.last_time)
     nranks = max((p.nranks for p in topo.placements.values()), default=None)
-    return analyse(d.collateral, tails, nranks, stack_outliers(stacks))
+    return analyse_collectives(d.collateral, tails, nranks, stack_outliers(stacks))

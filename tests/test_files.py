@@ -43,3 +43,32 @@ def test_binary_files_are_refused_with_a_reason(tmp_path):
     with pytest.raises(ValueError, match="binary"):
         open_source(source)
     assert not looks_binary(b"log line with a stray \x00 NUL\n" * 20)
+
+
+def test_fifo_is_a_warning_not_a_hang(tmp_path):
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "rank0.log").write_text("x\n")
+    sources, warnings = list_sources([str(tmp_path)])
+    assert [s.name for s in sources] == ["rank0.log"]
+    assert "not a regular file" in warnings[0][1]
+
+
+def test_unreadable_file_is_a_warning_and_the_rest_is_triaged(tmp_path, monkeypatch):
+    """Tests run as root, where chmod 000 does not stop reads: inject the EACCES open() would raise."""
+    import builtins
+
+    from diagnoser.triage import triage
+
+    (tmp_path / "secret.log").write_text("x\n")
+    (tmp_path / "rank0.log").write_text("[rank0]:KeyError: 'input_ids'\n")
+    real_open = builtins.open
+
+    def guarded(file, *args, **kwargs):
+        if str(file).endswith("secret.log"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded)
+    d = triage([str(tmp_path)], workers=1)
+    assert d.category.value == "user_code"
+    assert [(w.source, w.message) for w in d.warnings] == [("secret.log", "Permission denied")]

@@ -77,6 +77,8 @@ def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
                     yield Path(entry.path)
                 elif entry.is_symlink():
                     warnings.append((entry.path, "broken or looping symlink, skipped"))
+                else:
+                    warnings.append((entry.path, "not a regular file (fifo, socket or device), skipped"))
             except OSError as exc:
                 warnings.append((entry.path, f"cannot stat: {exc.strerror or exc}"))
         stack.extend(reversed(subdirs))
@@ -105,7 +107,10 @@ def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]
             except OSError as exc:
                 warnings.append((str(path), f"cannot stat: {exc.strerror or exc}"))
                 continue
-            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen_files:
+            if not stat.S_ISREG(st.st_mode):
+                warnings.append((str(path), "not a regular file (fifo, socket or device), skipped"))
+                continue
+            if (st.st_dev, st.st_ino) in seen_files:
                 continue
             seen_files.add((st.st_dev, st.st_ino))
             name = _relative_name(root, path, is_dir)

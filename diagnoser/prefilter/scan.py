@@ -22,7 +22,7 @@ from diagnoser.collect.scanner import Event, Progress, scan_stream
 from diagnoser.models import InputWarning, SignatureMatch
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
-from diagnoser.prefilter.runbooks import Runbook, load_runbooks
+from diagnoser.prefilter.runbooks import Runbook, default_runbook_dir, load_runbooks
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
 
@@ -71,8 +71,16 @@ class _Worker:
     table: PatternTable
     matcher: MultiMatcher
 
+    loaded_from: tuple[str | None, float] | None = None
+
     @classmethod
     def setup(cls, runbook_dir: str | None) -> None:
+        """Load and compile once per process (again only if the runbooks changed)."""
+        directory = Path(runbook_dir) if runbook_dir else default_runbook_dir()
+        stamp = (str(directory), max((p.stat().st_mtime for p in directory.glob("*.md")), default=0.0))
+        if cls.loaded_from == stamp:
+            return
+        cls.loaded_from = stamp
         cls.runbooks = load_runbooks(Path(runbook_dir) if runbook_dir else None)
         cls.table = PatternTable.build(cls.runbooks)
         cls.matcher = build_matcher(cls.table.patterns)
