@@ -81,6 +81,16 @@ def runbooks_command(
     Console().print(table)
 
 
+def _register_subcommands() -> None:
+    """Feature areas add their own commands (each module keeps its CLI next to its code)."""
+    from diagnoser.metrics.cli import register as register_metrics
+
+    register_metrics(app)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     app()
 
