@@ -70,7 +70,8 @@ class LogRecord(Frozen):
     line: int
     text: str
     time: datetime | None = None
-    time_inferred: bool = False  # taken from an earlier line of the same file, not its own
+    time_inferred: bool = False  # taken from an earlier line of the same file: a lower bound only
+    time_not_after: datetime | None = None  # upper bound for an inferred time: the next timed line
     node: str | None = None
     rank: int | None = None
     local_rank: int | None = None

@@ -57,6 +57,8 @@ def test_rank_prefixes(line, rank, local, rest):
     ("Mar  4 05:06:07 gpu-017 kernel: [123.456] mlx5_core", datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)),
     ("E0304 05:06:07.123456 1234 ProcessGroupNCCL.cpp:1] x", datetime(2024, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)),
     ("  time      : 2025-03-04_05:06:09", datetime(2025, 3, 4, 5, 6, 9, tzinfo=UTC)),
+    ("E0304 05:06:07.123456789 1234 ProcessGroupNCCL.cpp:1] torch>=2.5 nanoseconds",
+     datetime(2024, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)),
 ])
 def test_timestamp_formats(line, expected):
     assert parse_time(line, reference_year=2024) == expected
@@ -81,6 +83,8 @@ def test_no_absolute_time(line):
     ("node7/stderr/rank-12.err", "node7", 12, "stderr"),
     ("slurm-4242.out", None, None, "scheduler"),
     ("gpu-003/syslog", "gpu-003", None, "dmesg"),
+    ("slurm/sacct-4242.txt", None, None, "scheduler_record"),
+    ("slurm/gpu-003.scontrol.txt", "gpu-003", None, "scheduler_record"),
 ])
 def test_path_info(path, node, rank, kind):
     info = path_info(PurePath(path))

@@ -76,3 +76,12 @@ def test_rank_without_node_is_placed_by_topology():
     topo = Topology(task_nodes={12: "n3"})
     c = locate([m("oom", 66, T, rank=12)], topo)
     assert c.nodes == ["n3"] and c.ranks == [12]
+
+
+def test_a_node_named_in_the_failure_line_beats_the_reporting_node():
+    named = m("node-fail", 78, T, node="gpu-001")
+    named = SignatureMatch(runbook_id="node-fail", record=named.record, role=Role.ROOT, priority=78,
+                           fields={"node": "gpu-003"})
+    reporter = m("node-fail", 78, T, node="gpu-002")
+    c = locate([named, reporter], Topology())
+    assert c.nodes == ["gpu-003"]

@@ -15,7 +15,10 @@ _KIND_WORDS = KERNEL_KINDS | {"nccl", "stderr", "stdout", "slurm", "log", "logs"
                               "err", "out", "output", "console", "node", "host"}
 _HOST = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\d$", re.IGNORECASE)
 _NOT_HOSTS = re.compile(r"^(?:rank|task|proc|worker|local|attempt|run|job|step|epoch|slurm|log|logs)[-_]?\d+$|"
-                        r"^(?:python|cuda|nccl|torch|py)\d", re.IGNORECASE)
+                        r"^(?:python|cuda|nccl|torch|py)\d|"
+                        # Slurm tools' outputs are named after the job, not a host: sacct-4242.txt
+                        r"^(?:sacct|scontrol|squeue|sinfo|sbatch|srun|seff|sstat|jobcomp|slurmctld|slurmd|slurmdbd)\b",
+                        re.IGNORECASE)
 _RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_]?0*(\d{1,6})(?![0-9])", re.IGNORECASE)
 
 
@@ -23,7 +26,7 @@ _RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_]?0*(\d{1,6})(?![0-9])", re.IGN
 class PathInfo:
     node: str | None
     rank: int | None
-    kind: str  # dmesg | nccl | scheduler | stderr | log
+    kind: str  # dmesg | nccl | scheduler | scheduler_record | stderr | log
 
 
 def looks_like_host(name: str) -> bool:
@@ -53,6 +56,8 @@ def _kind(parts: list[str]) -> str:
         if tokens & KERNEL_KINDS:
             return "dmesg"
     name = lowered[-1] if lowered else ""
+    if re.match(r"(?:sacct|scontrol|squeue|sinfo|seff)\b", name) or re.search(r"[._-](?:sacct|scontrol)\b", name):
+        return "scheduler_record"  # a table about the job (Start/End columns), not timed events
     if "nccl" in name:
         return "nccl"
     if name.startswith("slurm") or name.endswith(".out") and "slurm" in name:

@@ -151,7 +151,8 @@ class _RecordBuilder:
         if stepd_node:
             kind = "scheduler"
             node = node or stepd_node
-        time = parse_time(rest, self.year)
+        # a job-accounting table's columns (Start, End, Submit) are not the time of an event
+        time = parse_time(rest, self.year) if kind != "scheduler_record" else None
         inferred = False
         first_line, context = None, ()
         if torchrun.is_block_line(rest):
@@ -165,13 +166,20 @@ class _RecordBuilder:
                 time = parse_time(fields.time.replace("_", " "), self.year)
         else:
             first_line, context = self._traceback(data, start, line_no, text)
-        if time is None:
+        not_after = None
+        if time is None and kind != "scheduler_record":
+            # no time of its own: the nearest timed lines before and after bound it
             for earlier in _back_lines(data, start, 40):
                 time = self.time_of(earlier)
                 if time is not None:
                     inferred = True
                     break
+            for later in _lines_after(data, end + 1, 40):
+                not_after = self.time_of(later)
+                if not_after is not None:
+                    break
         record = LogRecord(source=self.source, line=line_no, text=text, time=time, time_inferred=inferred,
+                           time_not_after=not_after,
                            node=node, rank=rank, local_rank=local_rank, kind=kind, first_line=first_line,
                            context=context)
         return record, rel_hit

@@ -25,6 +25,9 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
     ranks: list[int] = []
     gpus: list[str] = []
     peers = Counter(m.fields["peer"] for m in matches if m.fields.get("peer"))
+    # a node the failure line names explicitly ("Node failure on gpu-003") beats the node of the
+    # file or process that reported it (the batch host's slurmstepd, a peer's NCCL thread)
+    named = any(m.fields.get("node") for m in matches)
 
     def add(seq: list, value: object) -> None:
         if value is not None and value not in seq:
@@ -32,7 +35,7 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
 
     for m in matches:
         rec, f = m.record, m.fields
-        node = f.get("node") or rec.node
+        node = f.get("node") or (None if named else rec.node)
         rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
         gpu = _gpu(f["gpu"]) if f.get("gpu") else None
         if rank is None and gpu and ":" in gpu:

@@ -5,9 +5,12 @@ Rules, in order (documented in the README):
    after the last, by more than HISTORY_MARGIN) are history, not this failure.
 2. Collateral signatures (collective timeouts, aborted communicators, launcher teardown, a lost
    peer) never decide while a root-role signature fired.
-3. The first-failure window opens at the earliest timestamped root-role match and lasts WINDOW
-   (clock skew between nodes and the propagation from a dying GPU to the rank's own error).
-   Matches without any timestamp compete too; later root-role matches are consequences.
+3. A match's time is an interval: its own timestamp; or, for a line without one, from the last
+   earlier timed line of its file (lower bound) to the next later one (upper bound, if any). The
+   first-failure window opens at the earliest time by which some root-role failure surely had
+   happened (the smallest upper bound) and lasts WINDOW (clock skew between nodes, and the
+   propagation from a dying GPU to the rank's own error). Every match that could lie in the window
+   competes (untimed ones too); matches surely after it are consequences.
 4. Inside the window the most specific signature (highest priority) wins; ties go to the earliest.
 """
 
@@ -36,12 +39,21 @@ class Demarcation:
 
 
 def _when(m: SignatureMatch) -> datetime:
+    """Sort time: own timestamps first in time order; an inferred time sorts after an own one at
+    the same moment (it is only a lower bound)."""
     t = m.record.time
     return t.astimezone(UTC).replace(tzinfo=None) if t else _LATEST
 
 
+def _not_after(m: SignatureMatch) -> datetime | None:
+    """The latest time the event can have happened, if known."""
+    if m.record.time is None:
+        return None
+    return m.record.time_not_after if m.record.time_inferred else m.record.time
+
+
 def _order(m: SignatureMatch) -> tuple:
-    return (-m.priority, _when(m), m.record.source, m.record.line)
+    return (-m.priority, _when(m), m.record.time_inferred, m.record.source, m.record.line)
 
 
 def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]
@@ -71,13 +83,13 @@ def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, dateti
         root = pool[0] if pool else None
         supporting = [m for m in pool if root and m.runbook_id == root.runbook_id]
         return Demarcation(root, supporting, [], [], collateral, history, span)
-    timed = [m for m in roots if m.record.time is not None]
     later: list[SignatureMatch] = []
-    candidates = [m for m in roots if m.record.time is None]
-    if timed:
-        t0 = min(m.record.time for m in timed)
-        for m in timed:
-            (candidates if m.record.time <= t0 + WINDOW else later).append(m)
+    candidates: list[SignatureMatch] = []
+    uppers = [u for m in roots if (u := _not_after(m)) is not None]
+    t0 = min(uppers) if uppers else None
+    for m in roots:
+        lower = m.record.time
+        (later if t0 is not None and lower is not None and lower > t0 + WINDOW else candidates).append(m)
     candidates.sort(key=_order)
     root = candidates[0]
     supporting = [m for m in candidates if m.runbook_id == root.runbook_id]

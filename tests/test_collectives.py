@@ -1,0 +1,85 @@
+"""Collateral-only failures: desync, silent ranks, stalled progress, outlier py-spy stacks."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from typer.testing import CliRunner
+
+from diagnoser.cli import app
+from diagnoser.collect.pyspy import main_stack
+from diagnoser.collect.scanner import Progress
+from diagnoser.models import LogRecord, Role, SignatureMatch
+from diagnoser.prefilter.collectives import RankTail, desync, silent_ranks, stalled_progress
+
+T = datetime(2026, 3, 4, 5, 0, tzinfo=UTC)
+TIMEOUT = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
+           "NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.")
+
+
+def timeout(r, seq=100, op="ALLREDUCE", n=1024):
+    rec = LogRecord(source=f"rank{r}.log", line=10, text=TIMEOUT.format(r=r, seq=seq, op=op, n=n), rank=r,
+                    node=f"gpu-{r // 8 + 1:03d}")
+    return SignatureMatch(runbook_id="nccl-collective-timeout", record=rec, role=Role.COLLATERAL, priority=15)
+
+
+def tail(r, step, t):
+    return RankTail(r, f"gpu-{r // 8 + 1:03d}", f"rank{r}.log",
+                    Progress(line=5, step=step, time=t, text=f"step {step}"), t)
+
+
+def test_ranks_in_different_collectives_at_one_sequence_number_are_desynchronised():
+    ms = [timeout(r) for r in range(7)] + [timeout(7, op="BROADCAST", n=8)]
+    f = desync(ms)
+    assert (f.category.value, f.subtype, f.ranks) == ("user_code", "collective_desync", [7])
+
+
+def test_the_rank_that_did_not_time_out_is_the_one_everyone_waited_for():
+    ms = [timeout(r) for r in range(16) if r != 11]
+    tails = {r: tail(r, 500, T) for r in range(16)}
+    f = silent_ranks(ms, tails, nranks=16)
+    assert f.subtype == "hang" and f.ranks == [11] and f.nodes == ["gpu-002"]
+
+
+def test_many_silent_ranks_are_not_one_culprit():
+    ms = [timeout(r) for r in range(8)]
+    assert silent_ranks(ms, {}, nranks=16) is None
+
+
+def test_stalled_progress_names_the_rank_that_stopped_first():
+    tails = {r: tail(r, 900, T + timedelta(seconds=300)) for r in range(16)}
+    tails[3] = tail(3, 640, T)
+    f = stalled_progress(tails)
+    assert f.ranks == [3] and "640" in f.root_cause
+
+
+DUMP = """Process {pid}: /usr/bin/python3 train.py --config big.yaml
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread {pid} (active): "MainThread"
+    {top} ({file}:{line})
+    train_step (train.py:120)
+    main (train.py:200)
+    <module> (train.py:210)
+Thread 99 (idle): "Thread-1 (_pin_memory_loop)"
+    wait (threading.py:320)
+"""
+
+
+def test_py_spy_dump_parsing():
+    s = main_stack(DUMP.format(pid=7, top="all_reduce", file="torch/distributed/distributed_c10d.py", line=2050))
+    assert s.frames[0] == "all_reduce (distributed_c10d.py)" and s.first_line == 4 and len(s.frames) == 4
+
+
+def test_hang_with_py_spy_dumps_names_the_outlier_group(tmp_path):
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for r in range(8):
+        top, file = ("all_reduce", "torch/distributed/distributed_c10d.py")
+        if r == 6:
+            top, file = ("__next__", "torch/utils/data/dataloader.py")
+        (stacks / f"py-spy-rank{r}.txt").write_text(DUMP.format(pid=100 + r, top=top, file=file, line=7))
+    result = CliRunner().invoke(app, ["triage", str(tmp_path), "--json"])
+    d = json.loads(result.stdout)
+    assert (d["subtype"], d["culprit"]["ranks"]) == ("hang", [6]), d
+    assert "__next__" in d["root_cause"]
+    assert d["evidence"][0]["source"] == "stacks/py-spy-rank6.txt" and d["evidence"][0]["line"] == 5

@@ -1,0 +1,112 @@
+"""The runbook library: every file valid, every example line proven, Hyperscan-compatible."""
+
+import re
+from collections import Counter
+
+import pytest
+
+from diagnoser.models import Category, Role
+from diagnoser.prefilter.engine import HyperscanMatcher, hyperscan
+from diagnoser.prefilter.runbooks import RunbookError, load_runbooks, parse_runbook
+
+BOOKS = load_runbooks()
+ORDINARY_LINES = [
+    "[rank0]: step 1200 | loss 2.314 | lr 3.0e-4 | 412 TFLOPS",
+    "gpu-017:1234:1234 [0] NCCL INFO comm 0x55 rank 5 nranks 16 cudaDev 0 nvmlDev 0 busId 3b000 commId 0x1 - "
+    "Init COMPLETE",
+    "  0%|          | 0/387 [00:00<?, ?it/s]",
+    "[2025-03-04 05:06:07,123] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment variable "
+    "for each process to be 1",
+    "Epoch 3: 45%|████▌     | 450/1000 [02:13<02:43, 3.37it/s, loss=0.321, v_num=12]",
+]
+
+
+def matching(line: str) -> list:
+    return [b for b in BOOKS if any(r.search(line) for r in b.compiled)]
+
+
+def test_library_covers_the_taxonomy():
+    assert len(BOOKS) >= 30
+    cats = Counter(b.category for b in BOOKS if b.role == Role.ROOT)
+    assert cats[Category.HARDWARE] >= 8 and cats[Category.INFRA] >= 8 and cats[Category.USER_CODE] >= 8
+    assert any(b.role == Role.COLLATERAL for b in BOOKS)
+
+
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.id)
+def test_examples_match_and_this_runbook_wins(book):
+    assert book.examples.match, f"{book.id} has no examples"
+    for line in book.examples.match:
+        hits = matching(line)
+        assert book in hits, f"{book.id} does not match its own example: {line}"
+        best = max(h.priority for h in hits if h is not book) if len(hits) > 1 else -1
+        assert book.priority > best, f"{line!r} is won by {[h.id for h in hits if h.priority >= book.priority]}"
+    for line in book.examples.no_match:
+        assert not any(r.search(line) for r in book.compiled), f"{book.id} matches its no_match line: {line}"
+
+
+@pytest.mark.parametrize("book", BOOKS, ids=lambda b: b.id)
+def test_runbook_text_has_the_on_call_sections(book):
+    for heading in ("What it means", "What to check", "How to fix"):
+        assert book.section(heading), f"{book.id} lacks '## {heading}'"
+
+
+def test_ordinary_training_output_matches_nothing():
+    for line in ORDINARY_LINES:
+        assert not matching(line), line
+
+
+@pytest.mark.skipif(hyperscan is None, reason="Hyperscan not installed")
+def test_every_signature_compiles_in_hyperscan():
+    HyperscanMatcher([s for b in BOOKS for s in b.signatures])
+
+
+def test_ids_match_file_names_and_subtypes_are_snake_case():
+    for b in BOOKS:
+        assert b.path == f"runbooks/{b.id}.md"
+        assert re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)*", b.subtype)
+
+
+def test_bad_runbook_gives_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.md"
+    bad.write_text("---\nid: bad\ntitle: t\ncategory: hardware\nsubtype: s\naction: reboot\npriority: 5\n"
+                   "confidence: 0.5\nsignatures: ['x(']\n---\n")
+    with pytest.raises(RunbookError, match="bad.md"):
+        parse_runbook(bad)
+    (tmp_path / "none.md").write_text("no front matter")
+    with pytest.raises(RunbookError, match="front matter"):
+        parse_runbook(tmp_path / "none.md")
+
+
+NOISE = [
+    # no timestamps: the examples carry dates of their own, which must not fall outside a job span
+    "[rank0]:[INFO] [train.py:412] step {i} | loss 2.31{i} | lr 3.0e-04 | 402 TFLOPS",
+    "[rank0]:gpu-007:4242:4242 [0] NCCL INFO Channel 0{i}/0 : 0 -> 1 via P2P/CUMEM/read",
+    "[rank0]:/opt/conda/lib/python3.11/site-packages/torch/utils/checkpoint.py:91: UserWarning: None of the "
+    "inputs have requires_grad=True. Gradients will be None",
+]
+
+
+def _kernel_line(line: str) -> bool:
+    return bool(re.match(r"^(\[\s*\d+\.\d+\]|\[(Mon|Tue|Wed|Thu|Fri|Sat|Sun) |[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d )",
+                         line))
+
+
+@pytest.mark.parametrize("book", [b for b in BOOKS if b.role == Role.ROOT], ids=lambda b: b.id)
+def test_each_root_runbook_decides_a_job_where_it_is_the_only_failure(book, tmp_path):
+    """End to end per class: the example line inside ordinary noise, in the file a cluster would put it."""
+    from diagnoser.triage import triage
+
+    example = book.examples.match[0]
+    noise = [n.format(i=i) for i in range(6) for n in NOISE]
+    if _kernel_line(example):
+        (tmp_path / "gpu-007").mkdir()
+        (tmp_path / "gpu-007" / "rank0.log").write_text("\n".join(noise) + "\n")
+        (tmp_path / "dmesg").mkdir()
+        (tmp_path / "dmesg" / "gpu-007.log").write_text(example + "\n")
+    else:
+        (tmp_path / "gpu-007").mkdir()
+        (tmp_path / "gpu-007" / "rank0.log").write_text("\n".join(noise + [example]) + "\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.subtype == book.subtype, (book.id, d.root_cause)
+    assert (d.category, d.action) == (book.category, book.action)
+    assert d.runbook == book.path
