@@ -85,3 +85,12 @@ def test_a_node_named_in_the_failure_line_beats_the_reporting_node():
     reporter = m("node-fail", 78, T, node="gpu-002")
     c = locate([named, reporter], Topology())
     assert c.nodes == ["gpu-003"]
+
+
+def test_an_exception_carrying_a_collateral_message_is_collateral():
+    exc = m("python-exception", 12, T, rank=2, line=7)
+    peer = SignatureMatch(runbook_id="peer-lost", record=exc.record, role=Role.COLLATERAL, priority=18)
+    d = demarcate([exc, peer], (None, None))
+    assert d.root is peer
+    specific = m("cuda-oom", 66, T, rank=2, line=7)
+    assert demarcate([specific, peer], (None, None)).root is specific

@@ -4,7 +4,9 @@ Rules, in order (documented in the README):
 1. Kernel-log events far outside the job's time span (older than the first rank-log line, or
    after the last, by more than HISTORY_MARGIN) are history, not this failure.
 2. Collateral signatures (collective timeouts, aborted communicators, launcher teardown, a lost
-   peer) never decide while a root-role signature fired.
+   peer) never decide while a root-role signature fired. A line that matches a collateral
+   signature and only a catch-all root one (e.g. `RuntimeError: ... Connection closed by peer`:
+   a Python exception *carrying* a collateral message) is collateral.
 3. A match's time is an interval: its own timestamp; or, for a line without one, from the last
    earlier timed line of its file (lower bound) to the next later one (upper bound, if any). The
    first-failure window opens at the earliest time by which some root-role failure surely had
@@ -76,7 +78,13 @@ def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, da
 
 def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]) -> Demarcation:
     current, history = split_history(matches, span)
-    roots = [m for m in current if m.role == Role.ROOT]
+    collateral_floor: dict[tuple[str, int], int] = {}
+    for m in current:
+        if m.role == Role.COLLATERAL:
+            key = (m.record.source, m.record.line)
+            collateral_floor[key] = max(collateral_floor.get(key, -1), m.priority)
+    roots = [m for m in current if m.role == Role.ROOT
+             and m.priority > collateral_floor.get((m.record.source, m.record.line), -1)]
     collateral = [m for m in current if m.role == Role.COLLATERAL]
     if not roots:
         pool = sorted(collateral, key=_order)
