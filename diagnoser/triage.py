@@ -12,7 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 from diagnoser.collect.files import Source, UnusableInput, list_sources
-from diagnoser.models import Diagnosis, InputWarning, LogRecord, Role, ScanStats
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.collect.timestamps import has_year, nearest_year
+from diagnoser.models import Diagnosis, InputWarning, LogRecord, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
@@ -27,6 +29,23 @@ def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
     if not times:
         return None, None
     return min(times), max(times)
+
+
+def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]
+                   ) -> list[SignatureMatch]:
+    """Give year-less timestamps (syslog, glog) the year nearest the job's dated logs."""
+    anchor = span[0]
+    if anchor is None:
+        return matches
+    out = []
+    for m in matches:
+        rec = m.record
+        if rec.time is not None and not rec.time_inferred and not has_year(split_prefix(rec.text).rest):
+            moved = nearest_year(rec.time, anchor)
+            if moved != rec.time:
+                m = m.model_copy(update={"record": rec.model_copy(update={"time": moved})})
+        out.append(m)
+    return out
 
 
 def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
@@ -100,7 +119,8 @@ def analyse(
                       lines=sum(s.lines for s in readable), matches=sum(file_counts.values()),
                       seconds=round(scan.seconds, 3))
     books = {b.id: b for b in runbooks}
-    d = demarcate(scan.matches, job_span(scan))
+    span = job_span(scan)
+    d = demarcate(reanchor_years(scan.matches, span), span)
     if d.root is None or d.root.role == Role.COLLATERAL:
         finding = explain_collateral(d, readable, scan)
         if finding is not None:

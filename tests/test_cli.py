@@ -104,3 +104,22 @@ def test_runbooks_command_lists_classes():
     result = runner.invoke(app, ["runbooks", "--json"])
     rows = json.loads(result.stdout)
     assert len(rows) >= 30 and {"id", "category", "action"} <= set(rows[0])
+
+
+def test_yearless_syslog_times_follow_the_job_not_the_file_mtime(tmp_path):
+    """A git checkout or copy resets mtimes; a kernel Xid in syslog format must still be placed in the
+    job's year, or it would be dismissed as history."""
+    import os
+
+    (tmp_path / "gpu-017").mkdir()
+    (tmp_path / "gpu-017" / "rank5.log").write_text(
+        "[rank5]:[2026-03-04 05:00:00,000] [INFO] step 1\n[rank5]:[2026-03-04 05:06:03,000] [INFO] step 2\n"
+        "[rank5]:RuntimeError: CUDA error: unknown error\n")
+    kern = tmp_path / "gpu-017" / "kern.log"
+    kern.write_text("Mar  4 05:06:01 gpu-017 kernel: [812.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, "
+                    "name=python, GPU has fallen off the bus.\n")
+    future = 1893456000  # 2030-01-01: the year a checkout would stamp on the file
+    os.utime(kern, (future, future))
+    d = json.loads(runner.invoke(app, ["triage", str(tmp_path), "--json"]).stdout)
+    assert d["subtype"] == "gpu_xid_79", d["root_cause"]
+    assert d["first_failure"]["time"].startswith("2026-03-04T05:06:01")

@@ -51,6 +51,7 @@ def test_rank_prefixes(line, rank, local, rest):
     ("[2025-03-04 05:06:07,123] torch.distributed.run: [WARNING] x",
      datetime(2025, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)),
     ("2025-03-04T05:06:07Z something", datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)),
+    ("2026-04-02,03:40:58 | INFO | open_clip style", datetime(2026, 4, 2, 3, 40, 58, tzinfo=UTC)),
     ("2025-03-04T05:06:07+02:00 host kernel: x",
      datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone(timedelta(hours=2)))),
     ("[Tue Mar  4 05:06:07 2025] NVRM: Xid (PCI:0000:3b:00): 79", datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)),

@@ -10,6 +10,15 @@ def test_nccl_init_line_maps_rank_to_node_device_and_bus_id():
     assert (p.rank, p.node, p.device, p.bus_id, p.nranks) == (11, "gpu-017", 3, "0000:3b:00", 16)
 
 
+def test_nccl_2_21_init_line_and_warn_line_with_source_location():
+    line = ("node-b17:2463:2953 [7] NCCL INFO ncclCommInitRank comm 0x55a46663d2af rank 7 nranks 16 cudaDev 7 "
+            "nvmlDev 7 busId bd000 commId 0xf3c6e114511e747f - Init COMPLETE")
+    p = nccl.parse_init(line)
+    assert (p.rank, p.node, p.bus_id) == (7, "node-b17", "0000:bd:00")
+    warn = nccl.parse_line("trn-h100-041:23258:23755 [4] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion")
+    assert (warn.host, warn.device) == ("trn-h100-041", 4)
+
+
 def test_bus_id_spellings_normalise_to_one_form():
     for raw in ("3b000", "0000:3b:00.0", "00000000:3B:00.0", "0000:3b:00"):
         assert nccl.normalize_bus_id(raw) == "0000:3b:00"

@@ -10,15 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_LINE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+# WARN lines carry the source location: `host:pid:tid [dev] transport/net_ib.cc:1295 NCCL WARN ...`
+_LINE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                   r"(?:[\w./-]+:\d+ )?NCCL ")
 _INIT = re.compile(
-    r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"NCCL INFO (?:ncclCommInitRank(?:Config)? )?comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
+    r"cudaDev (?P<dev>\d+)"
     r"(?: nvmlDev \d+)? busId (?P<bus>[0-9a-f]+)"
 )
 _OOB_IP = re.compile(r"NCCL INFO (?:Bootstrap : Using|NET/\w+ : Using .*OOB) \w+:(?P<ip>[0-9a-f.:]+)<")
 
 # Literal anchors the scanner matches to find these context lines in one pass.
-INIT_ANCHOR = r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nranks \d+ cudaDev"
+INIT_ANCHOR = r"NCCL INFO (ncclCommInitRank(Config)? )?comm 0x[0-9a-f]+ rank \d+ nranks \d+ cudaDev"
 OOB_ANCHOR = r"NCCL INFO (Bootstrap : Using|NET/\w+ : Using .*OOB) "
 
 

@@ -14,7 +14,7 @@ _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
 
 _ISO = re.compile(
-    r"(?<!\d)(\d{4})-(\d{2})-(\d{2})[T _](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
+    r"(?<!\d)(\d{4})-(\d{2})-(\d{2})[T _,](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
 )
 _DMESG_T = re.compile(
     r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]"
@@ -64,3 +64,28 @@ def parse_time(text: str, reference_year: int) -> datetime | None:
         return _safe(reference_year, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)),
                      int(m.group(5)), _fraction(m.group(6)), UTC)
     return None
+
+
+def has_year(text: str) -> bool:
+    """Whether the first timestamp of `text` carries its year (ISO, dmesg -T) or not (syslog, glog)."""
+    head = text[:200]
+    if _SYSLOG.match(head) or _GLOG.match(head):
+        return False
+    return bool(_DMESG_T.search(head) or _ISO.search(head))
+
+
+def nearest_year(t: datetime, anchor: datetime) -> datetime:
+    """`t` moved to the year (anchor's, or one either side) that puts it nearest `anchor`.
+
+    Year-less formats get their year from the file's mtime, which copying or a git checkout
+    resets; the job's own dated lines are the better reference.
+    """
+    best = t
+    for year in (anchor.year - 1, anchor.year, anchor.year + 1):
+        try:
+            candidate = t.replace(year=year)
+        except ValueError:  # Feb 29
+            continue
+        if abs(candidate - anchor) < abs(best - anchor):
+            best = candidate
+    return best
