@@ -105,7 +105,7 @@ def analyse(
     """Collect, scan, demarcate and decide by rules; keep the window for later stages."""
     sources, warnings = resolve_inputs(paths)
     runbooks = load_runbooks(runbook_dir)
-    scan = scan_sources(sources, runbook_dir, workers, on_progress)
+    scan = scan_sources(sources, runbook_dir, workers, on_progress, runbooks)
     warnings += scan.warnings
     readable = [s for s in scan.sources if s.warning is None]
     if not readable:

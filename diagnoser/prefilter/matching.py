@@ -6,6 +6,7 @@ srun task exits, generic error words); this module knows which pattern belongs t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from diagnoser.collect import nccl, slurm
@@ -22,6 +23,9 @@ CONTEXT_PATTERNS = {
     "srun_task_exit": slurm.TASK_EXIT_ANCHOR,
     "weak_error": r"(?i)\b(error|fatal|failed|exception|abort(ed)?|killed|segmentation fault|core dumped)\b",
 }
+
+
+_WEAK = re.compile(CONTEXT_PATTERNS["weak_error"])
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,6 @@ def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
                 for r in exit_.ranks:
                     topo.task_nodes.setdefault(r, exit_.node)
                 topo.task_exits.append((event, exit_))
-        if "weak_error" in contexts and not confirmed:
+        if "weak_error" in contexts and not confirmed and _WEAK.search(text):
             weak.append(event)
     return matches, topo, weak

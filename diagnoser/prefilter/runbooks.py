@@ -78,6 +78,8 @@ class Runbook(BaseModel):
         return m.group(1).strip() if m else ""
 
 
+# libyaml's C loader parses the library ~10x faster than the pure-Python one (same safe subset)
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?(.*)\Z", re.S)
 
 
@@ -87,7 +89,7 @@ def parse_runbook(path: Path) -> Runbook:
     if not m:
         raise RunbookError(f"{path}: no YAML front matter between '---' lines")
     try:
-        meta = yaml.safe_load(m.group(1)) or {}
+        meta = yaml.load(m.group(1), Loader=_YAML_LOADER) or {}
     except yaml.YAMLError as exc:
         raise RunbookError(f"{path}: front matter is not valid YAML: {exc}") from exc
     if not isinstance(meta, dict):

@@ -74,14 +74,14 @@ class _Worker:
     loaded_from: tuple[str | None, float] | None = None
 
     @classmethod
-    def setup(cls, runbook_dir: str | None) -> None:
+    def setup(cls, runbook_dir: str | None, runbooks: list[Runbook] | None = None) -> None:
         """Load and compile once per process (again only if the runbooks changed)."""
         directory = Path(runbook_dir) if runbook_dir else default_runbook_dir()
         stamp = (str(directory), max((p.stat().st_mtime for p in directory.glob("*.md")), default=0.0))
         if cls.loaded_from == stamp:
             return
         cls.loaded_from = stamp
-        cls.runbooks = load_runbooks(Path(runbook_dir) if runbook_dir else None)
+        cls.runbooks = runbooks if runbooks is not None else load_runbooks(directory)
         cls.table = PatternTable.build(cls.runbooks)
         cls.matcher = build_matcher(cls.table.patterns)
 
@@ -136,6 +136,7 @@ def scan_sources(
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    runbooks: list[Runbook] | None = None,
 ) -> ScanResult:
     """Scan all sources; results keep the order of `sources`."""
     started = time.perf_counter()
@@ -154,7 +155,7 @@ def scan_sources(
                     on_progress(sources[i].size)
         done = [r for r in results if r is not None]
     else:
-        _Worker.setup(str(runbook_dir) if runbook_dir else None)
+        _Worker.setup(str(runbook_dir) if runbook_dir else None, runbooks)
         done = [_scan_one(s, on_progress) for s in sources]
     warnings = [InputWarning(source=r.source, message=r.warning) for r in done if r.warning]
     return ScanResult(done, warnings, time.perf_counter() - started)
