@@ -167,6 +167,9 @@ def generate(out: Path, nodes: int, size: int, kind: str, seed: int = 1, skew: f
             fh.write(("\n".join(nccl_init(r, len(ranks))) + "\n").encode())
             for _ in range(repeats):
                 fh.write(body)
+            rest = per_rank - repeats * len(body)  # fill to the size asked, ending on a whole line
+            if rest > 0:
+                fh.write(body[:body.rfind(b"\n", 0, rest) + 1])
             local = t_fail + offsets[r.node]
             if r == culprit:
                 own, _ = root_lines(kind, r, local, peer)
