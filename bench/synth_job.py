@@ -74,11 +74,18 @@ def noise_block(r: Rank, rng: random.Random, start: datetime, step0: int, target
             line = (f"[rank{r.rank}]:/opt/conda/lib/python3.11/site-packages/torch/utils/checkpoint.py:91: "
                     "UserWarning: None of the inputs have requires_grad=True. Gradients will be None")
         else:
-            line = f"[rank{r.rank}]:{r.node}:{r.pid}:{r.pid + 7} [{r.local}] NCCL INFO Channel 0{rng.randint(0, 7)}/0 : " \
-                   f"{r.rank} -> {(r.rank + 1) % 8} via P2P/CUMEM/read"
+            line = (f"[rank{r.rank}]:{r.node}:{r.pid}:{r.pid + 7} [{r.local}] NCCL INFO Channel "
+                    f"0{rng.randint(0, 7)}/0 : {r.rank} -> {(r.rank + 1) % 8} via P2P/CUMEM/read")
         out.append(line)
         size += len(line) + 1
     return ("\n".join(out) + "\n").encode(), step - step0
+
+
+def desync_report(r: Rank, other: int, mine: str, theirs: str) -> str:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank checks fingerprints and names the first that differs."""
+    return (f"[rank{r.rank}]:RuntimeError: Detected mismatch between collectives on ranks. Rank {r.rank} is running "
+            f"collective: CollectiveFingerPrint(SequenceNumber=4097, OpType={mine}, TensorShape=[1024]), but Rank "
+            f"{other} is running collective: CollectiveFingerPrint(SequenceNumber=4097, OpType={theirs}).")
 
 
 def root_lines(kind: str, r: Rank, t: datetime, peer: Rank) -> tuple[list[str], list[str]]:
@@ -92,11 +99,13 @@ def root_lines(kind: str, r: Rank, t: datetime, peer: Rank) -> tuple[list[str], 
           f"{p}    main()", f'{p}  File "/workspace/train.py", line 488, in main',
           f"{p}    loss = step(model, batch)"]
     if kind == "xid79":
-        return cuda_err, [f"{dmesg_t(t)} NVRM: Xid (PCI:{bus}): 79, pid={r.pid}, name=python, GPU has fallen off the bus.",
+        return cuda_err, [f"{dmesg_t(t)} NVRM: Xid (PCI:{bus}): 79, pid={r.pid}, name=python, "
+                          "GPU has fallen off the bus.",
                           f"{dmesg_t(t)} NVRM: GPU {bus}.0: GPU has fallen off the bus."]
     if kind == "xid48":
         return cuda_err, [f"{dmesg_t(t)} NVRM: Xid (PCI:{bus}): 48, pid={r.pid}, name=python, An uncorrectable "
-                          "double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0."]
+                          "double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, "
+                          "subpartition 0."]
     if kind == "xid95":
         return cuda_err, [f"{dmesg_t(t)} NVRM: Xid (PCI:{bus}): 95, pid={r.pid}, name=python, Uncontained: FBHUB. "
                           "RST: Yes, D-RST: No"]
@@ -126,10 +135,8 @@ def root_lines(kind: str, r: Rank, t: datetime, peer: Rank) -> tuple[list[str], 
     if kind == "storage_eio":
         return tb + [f'{p}  File "/workspace/ckpt.py", line 54, in save', f"{p}    torch.save(state, path)",
                      f"{p}OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_004000/model_{r.rank}.pt'"], []
-    if kind == "collective_desync":
-        return [f"{p}RuntimeError: Detected mismatch between collectives on ranks. Rank {r.rank} is running "
-                "collective: CollectiveFingerPrint(SequenceNumber=4097, OpType=BROADCAST, TensorShape=[1024]), "
-                "but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=4097, OpType=ALLREDUCE)."], []
+    if kind == "collective_desync":  # the culprit's own report; the others' are in desync_report()
+        return [desync_report(r, 0, "BROADCAST", "ALLREDUCE")], []
     if kind == "hang":
         return [], []
     raise ValueError(f"unknown kind {kind}")
@@ -176,6 +183,8 @@ def generate(out: Path, nodes: int, size: int, kind: str, seed: int = 1, skew: f
                 if truncate:
                     continue  # the node died: its rank log ends with the noise, mid-run
                 fh.write(("\n".join(own) + "\n").encode() if own else b"")
+            elif kind == "collective_desync":
+                fh.write((desync_report(r, culprit.rank, "ALLREDUCE", "BROADCAST") + "\n").encode())
             elif kind != "hang" or r != culprit:
                 if kind == "hang":
                     stuck = T0 + timedelta(seconds=steps * 1.0 + 1805)
@@ -195,7 +204,9 @@ def generate(out: Path, nodes: int, size: int, kind: str, seed: int = 1, skew: f
             lines += kern
         f.write_text("\n".join(lines) + "\n")
     category, action = EXPECTED[kind]
-    expected = {"kind": kind, "category": category, "action": action, "culprit_rank": culprit.rank,
+    node_level = kind == "ib_link_down"  # a port going down is the node's fault, not one rank's
+    expected = {"kind": kind, "category": category, "action": action,
+                "culprit_rank": None if node_level else culprit.rank,
                 "culprit_node": peer.node if kind == "nccl_ib_peer" else culprit.node, "ranks": len(ranks),
                 "bytes": sum(p.stat().st_size for p in out.rglob("*.log"))}
     (out / "expected.json").write_text(json.dumps(expected, indent=2))

@@ -94,3 +94,22 @@ def test_an_exception_carrying_a_collateral_message_is_collateral():
     assert d.root is peer
     specific = m("cuda-oom", 66, T, rank=2, line=7)
     assert demarcate([specific, peer], (None, None)).root is specific
+
+
+def test_reports_naming_one_other_rank_elect_it_as_the_odd_one_out():
+    """DETAIL-mode desync: every rank reports, the healthy ones name the odd one."""
+    topo = Topology(task_nodes={5: "node12"})
+    reports = [m("desync", 79, T, rank=r) for r in range(8)]
+    reports = [SignatureMatch(runbook_id="desync", record=x.record, role=Role.ROOT, priority=79,
+                              fields={"rank": "0" if x.record.rank == 5 else "5"}) for x in reports]
+    c = locate(reports, topo)
+    assert c.ranks == [5] and c.nodes == ["node12"]
+
+
+def test_oom_killer_pid_is_mapped_to_its_rank_through_nccl_prefixes():
+    topo = Topology(placements={9: RankPlacement(9, "gpu-002", 1, "0000:2a:00", 16, pid=40009)})
+    oom = SignatureMatch(runbook_id="host-oom", role=Role.ROOT, priority=68, fields={"pid": "40009"},
+                         record=LogRecord(source="dmesg/gpu-002.log", line=3, text="Killed process 40009 (python)",
+                                          node="gpu-002", kind="dmesg", time=T))
+    c = locate([oom], topo)
+    assert (c.nodes, c.ranks) == (["gpu-002"], [9])

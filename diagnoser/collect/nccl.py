@@ -41,6 +41,7 @@ class RankPlacement:
     device: int
     bus_id: str
     nranks: int
+    pid: int = 0  # the rank's process id (from the line prefix), named by OOM-killer and Xid lines
 
 
 def parse_line(text: str) -> NcclLine | None:
@@ -71,7 +72,7 @@ def parse_init(text: str) -> RankPlacement | None:
     if not line or not m:
         return None
     return RankPlacement(int(m.group("rank")), line.host, int(m.group("dev")),
-                         normalize_bus_id(m.group("bus")), int(m.group("nranks")))
+                         normalize_bus_id(m.group("bus")), int(m.group("nranks")), line.pid)
 
 
 def parse_oob_ip(text: str) -> tuple[str, str] | None:

@@ -28,6 +28,9 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
     # a node the failure line names explicitly ("Node failure on gpu-003") beats the node of the
     # file or process that reported it (the batch host's slurmstepd, a peer's NCCL thread)
     named = any(m.fields.get("node") for m in matches)
+    # reports that name *another* rank ("Rank 3 ... but Rank 5 is running ...") vote for it
+    others = Counter(int(m.fields["rank"]) for m in matches if m.fields.get("rank", "").isdigit()
+                     and m.record.rank is not None and int(m.fields["rank"]) != m.record.rank)
 
     def add(seq: list, value: object) -> None:
         if value is not None and value not in seq:
@@ -40,6 +43,8 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         gpu = _gpu(f["gpu"]) if f.get("gpu") else None
         if rank is None and gpu and ":" in gpu:
             rank = topo.rank_of_gpu(node, gpu)
+        if rank is None and f.get("pid", "").isdigit():
+            rank = topo.rank_of_pid(node, int(f["pid"]))
         if rank is None and node and rec.local_rank is not None:
             rank = topo.rank_of_device(node, rec.local_rank)
         if node is None and rank is not None:
@@ -50,6 +55,12 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             add(nodes, node)
         add(ranks, rank)
         add(gpus, gpu)
+    if others:
+        top_rank, votes = others.most_common(1)[0]
+        if votes * 2 > len(matches):  # a majority of the reports name the same odd one out
+            ranks = [top_rank]
+            node = topo.node_of_rank(top_rank)
+            nodes = [node] if node else nodes
     if peers:
         # reporters name the broken peer; the most named peer is the culprit, mapped to its node
         top, count = peers.most_common(1)[0]

@@ -77,6 +77,12 @@ class Topology:
                 return p.rank
         return None
 
+    def rank_of_pid(self, node: str | None, pid: int) -> int | None:
+        for p in self.placements.values():
+            if p.pid == pid and (node is None or p.node == node):
+                return p.rank
+        return None
+
     def rank_of_device(self, node: str, device: int) -> int | None:
         for p in self.placements.values():
             if p.node == node and p.device == device:

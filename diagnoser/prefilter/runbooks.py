@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from diagnoser.models import Action, Category, Role
 
-FIELD_NAMES = frozenset({"node", "rank", "local_rank", "gpu", "peer", "detail"})
+FIELD_NAMES = frozenset({"node", "rank", "local_rank", "gpu", "peer", "pid", "detail"})
 
 
 class RunbookError(ValueError):
