@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from diagnoser.collect.paths import PathInfo, path_info
 
 STDIN = "-"
 _SNIFF_BYTES = 8192
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+_CONTROL_BYTES = bytes([*range(0, 9), *range(14, 27), *range(28, 32)])  # not tab/LF/CR/FF/ESC
 _SKIP_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",
                   ".npz", ".pkl", ".so", ".whl", ".zip", ".tar", ".zst", ".xz", ".bz2", ".pyc"}
 
@@ -125,8 +124,8 @@ def looks_binary(head: bytes) -> bool:
     if not head:
         return False
     text = head.decode("utf-8", errors="replace")
-    odd = text.count("\ufffd") + len(_CONTROL.findall(text))
-    return odd / len(text) > 0.3
+    control = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    return (text.count("\ufffd") + control) / len(text) > 0.3
 
 
 def open_source(source: Source, stdin: BinaryIO | None = None) -> BinaryIO:

@@ -102,15 +102,18 @@ def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
                                                                                   if end is None else end)
 
 
-def _lines_after(data: bytes, end: int, limit: int) -> list[str]:
-    out: list[str] = []
+def _forward_lines(data: bytes, end: int, limit: int) -> Iterator[str]:
+    """Clean lines starting at offset `end`, lazily: callers usually stop at the first one."""
     pos = end
-    while len(out) < limit and pos < len(data):
+    while limit > 0 and pos < len(data):
         nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
         stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
-        out.append(clean_line(decode(data[pos:stop])))
-        pos = stop + 1
-    return out
+        yield clean_line(decode(data[pos:stop]))
+        pos, limit = stop + 1, limit - 1
+
+
+def _lines_after(data: bytes, end: int, limit: int) -> list[str]:
+    return list(_forward_lines(data, end, limit))
 
 
 class _RecordBuilder:
@@ -174,7 +177,7 @@ class _RecordBuilder:
                 if time is not None:
                     inferred = True
                     break
-            for later in _lines_after(data, end + 1, 40):
+            for later in _forward_lines(data, end + 1, 40):
                 not_after = self.time_of(later)
                 if not_after is not None:
                     break
@@ -211,12 +214,18 @@ def raising_frame(record: LogRecord) -> tuple[int, str] | None:
     return None
 
 
-def _edge_time(lines: list[str], builder: _RecordBuilder, last: bool) -> datetime | None:
-    for line in (reversed(lines) if last else lines):
+def _edge_time(lines: Iterator[str], builder: _RecordBuilder, last: bool = False) -> datetime | None:
+    """The first time found in `lines` (give them nearest-first)."""
+    for line in lines:
         t = builder.time_of(line)
         if t is not None:
             return t
     return None
+
+
+def _end_of_last_line(region: bytes) -> int:
+    """Offset just past the last line, as a line start for `_back_lines`."""
+    return len(region) if region.endswith(b"\n") else len(region) + 1
 
 
 def scan_stream(
@@ -250,14 +259,14 @@ def scan_stream(
             if cut <= done_upto - win.base:  # no newline in the last MB: a huge line, cut it
                 cut = len(buf)
         if first_chunk and buf:
-            scan.first_time = _edge_time(_lines_after(buf, 0, EDGE_LINES), builder, last=False)
+            scan.first_time = _edge_time(_forward_lines(buf, 0, EDGE_LINES), builder, last=False)
             first_chunk = False
         region = buf[:cut]
         _handle_hits(region, win, done_upto, matcher, builder, scan, kept)
         if eof:
             scan.lines = win.base_line - 1 + count_newlines(region) + (0 if region.endswith(b"\n") or not region
                                                                        else 1)
-            scan.last_time = _edge_time(_lines_before(region, len(region), EDGE_LINES), builder, last=True)
+            scan.last_time = _edge_time(_back_lines(region, _end_of_last_line(region), EDGE_LINES), builder)
             scan.last_progress = _last_progress(region, scan.lines, builder, progress)
             break
         done_upto = win.base + cut
