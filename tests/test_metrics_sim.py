@@ -84,7 +84,8 @@ def test_diagnosis_accuracy_matters():
 def test_confusion_matrix_file(tmp_path):
     default = load_confusion()
     assert default.labels == [Category.HARDWARE, Category.INFRA, Category.USER_CODE, Category.UNKNOWN]
-    assert all(0.85 <= default.accuracy(c) <= 0.95 for c in default.labels)
+    # the shipped default is the measured rules-only accuracy on the development set (bench/accuracy.py)
+    assert all(0.85 <= default.accuracy(c) <= 1.0 for c in default.labels)
     p = tmp_path / "cm.json"
     p.write_text(json.dumps({"labels": ["hardware", "user_code"], "matrix": [[8, 2], [1, 9]]}))
     cm = load_confusion(p)
