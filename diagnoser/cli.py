@@ -83,9 +83,12 @@ def runbooks_command(
 
 def _register_subcommands() -> None:
     """Feature areas add their own commands (each module keeps its CLI next to its code)."""
+    from diagnoser.act.cli import register as register_act
     from diagnoser.metrics.cli import register as register_metrics
+    from diagnoser.slurm.cli import register as register_slurm
 
-    register_metrics(app)
+    for register in (register_act, register_metrics, register_slurm):
+        register(app)
 
 
 _register_subcommands()

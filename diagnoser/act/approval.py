@@ -1,0 +1,108 @@
+"""Approvals: a human (or the chat-ops bot) says yes or no to an escalated or sensitive action.
+
+`Approver.request` blocks until an answer or its timeout. The default `FileApprover` needs no
+service: it writes the request to `<run_dir>/approval-request.json`, waits for
+`<run_dir>/approval-response.json` (written by `diagnoser approve RUN_DIR [--deny]`, or by a bot),
+and when nobody answers within `timeout_s` approves or denies by configuration. The chat-ops bot
+plugs in as another `Approver`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from diagnoser.act.clock import Clock, SystemClock
+from diagnoser.models import Action
+
+REQUEST_FILE = "approval-request.json"
+RESPONSE_FILE = "approval-response.json"
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    job_id: str
+    attempt: int
+    action: Action  # the decision (escalate, or an action that needs approval)
+    on_approve: Action | None  # what runs when approved (a response may name another restart action)
+    rule: str
+    reason: str
+    category: str
+    subtype: str
+    confidence: float
+    culprit_nodes: tuple[str, ...] = ()
+    root_cause: str = ""
+
+
+@dataclass(frozen=True)
+class ApprovalResponse:
+    approved: bool
+    by: str  # who decided: a person, or "timeout:approve" / "timeout:deny"
+    action: Action | None = None  # an approver may choose the action to run instead
+    note: str = ""
+
+
+class Approver(ABC):
+    @abstractmethod
+    def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
+        """Block until approved, denied, timed out, or `cancelled()` (then deny)."""
+
+
+class FileApprover(Approver):
+    """Answers from a response file in the run directory; the configured default after a timeout."""
+
+    def __init__(self, run_dir: Path, timeout_s: float = 0.0, default_approve: bool = False,
+                 clock: Clock | None = None, poll_s: float = 0.5) -> None:
+        self.run_dir = Path(run_dir)
+        self.timeout_s = timeout_s
+        self.default_approve = default_approve
+        self.clock = clock or SystemClock()
+        self.poll_s = poll_s
+
+    def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
+        request_path, response_path = self.run_dir / REQUEST_FILE, self.run_dir / RESPONSE_FILE
+        response_path.unlink(missing_ok=True)
+        write_json(request_path, {k: (v.value if isinstance(v, Action) else v) for k, v in asdict(req).items()})
+        try:
+            deadline = self.clock.monotonic() + self.timeout_s
+            while True:
+                answer = read_response(response_path)
+                if answer is not None:
+                    return answer
+                if cancelled():
+                    return ApprovalResponse(False, "cancelled")
+                if self.clock.monotonic() >= deadline:
+                    return ApprovalResponse(self.default_approve,
+                                            f"timeout:{'approve' if self.default_approve else 'deny'}",
+                                            note=f"no answer within {self.timeout_s:g} s")
+                self.clock.sleep(min(self.poll_s, max(0.0, deadline - self.clock.monotonic())))
+        finally:
+            request_path.unlink(missing_ok=True)
+            response_path.unlink(missing_ok=True)
+
+
+def read_response(path: Path) -> ApprovalResponse | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    action = data.get("action")
+    return ApprovalResponse(bool(data.get("approved")), str(data.get("by") or "human"),
+                            Action(action) if action else None, str(data.get("note") or ""))
+
+
+def respond(run_dir: Path, approved: bool, by: str, action: Action | None = None, note: str = "") -> Path:
+    """Answer a pending request (what `diagnoser approve` does)."""
+    path = Path(run_dir) / RESPONSE_FILE
+    write_json(path, {"approved": approved, "by": by, "action": action.value if action else None, "note": note})
+    return path
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,424 @@
+"""Where attempts run: one small interface, a local implementation (process group, torchrun).
+
+`Executor` starts an attempt and stops it, plans a restart on fewer resources, and drains nodes;
+`Handle` is one running attempt (its processes, its ranks, how it ended). Slurm and Kubernetes
+executors implement the same two classes. A restart is `stop` (if still running) then `start`
+with the same or a re-planned `AttemptSpec`.
+
+Local: the command runs under `wrap.py` (records the exit status) as the leader of a new session
+and process group; its output goes to a file (`O_APPEND`, never a pipe, so the job survives a
+controller that dies and can be re-attached). torchrun starts its workers in sessions of their
+own, so the handle also tracks every descendant (pid + start time, to be safe from pid reuse) and
+signals them one by one: no process of an attempt outlives `stop`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+from diagnoser.act.clock import Clock, SystemClock
+
+WRAPPER = Path(__file__).with_name("wrap.py")
+_NPROC = ("--nproc-per-node", "--nproc_per_node")
+_NODE_RANK = ("--node-rank", "--node_rank")
+_TEE = ("--tee", "-t", "--log-dir", "--log_dir", "--redirects", "-r", "--local-ranks-filter",
+        "--local_ranks_filter")
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    """What to run for one attempt."""
+
+    attempt: int
+    command: tuple[str, ...]
+    log_path: Path  # the attempt's combined stdout+stderr
+    env: dict[str, str] = field(default_factory=dict)  # added to the controller's environment
+    cwd: Path | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A restart on fewer resources: possible or not (and why), and the command/env to use."""
+
+    ok: bool
+    detail: str
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    excluded_nodes: tuple[str, ...] = ()
+
+
+class Handle(ABC):
+    """One running attempt."""
+
+    pid: int
+
+    @abstractmethod
+    def ended(self) -> bool:
+        """Whether the launched command has exited (does not wait)."""
+
+    @property
+    @abstractmethod
+    def exit_code(self) -> int | None:
+        """Exit status once ended (negative: killed by that signal); None while running or unknown."""
+
+    @abstractmethod
+    def rank_pids(self) -> dict[int, int]:
+        """Global rank -> pid of the live rank processes."""
+
+    def main_pid(self) -> int | None:
+        """The launched command's own process (e.g. torchrun, or a single-process job), if known."""
+        return None
+
+    @abstractmethod
+    def signal(self, sig: int) -> int:
+        """Send `sig` to every live process of the attempt; how many got it."""
+
+    @abstractmethod
+    def alive(self) -> int:
+        """How many processes of the attempt are still alive (the launcher and its descendants)."""
+
+    @abstractmethod
+    def record(self) -> dict:
+        """What a restarted controller needs to re-attach (JSON-serialisable)."""
+
+
+class Executor(ABC):
+    """Starts, stops and re-places attempts of one job."""
+
+    name: str = "executor"
+    can_drain: bool = False  # whether `drain` can work at all (checked before deciding to drain)
+
+    @abstractmethod
+    def nodes(self) -> list[str]:
+        """The nodes the job runs on."""
+
+    @abstractmethod
+    def start(self, spec: AttemptSpec) -> Handle:
+        """Launch an attempt."""
+
+    @abstractmethod
+    def attach(self, record: dict) -> Handle | None:
+        """Re-attach to an attempt started by an earlier controller (None if it cannot)."""
+
+    def stop(self, handle: Handle, grace_s: float, clock: Clock | None = None) -> int | None:
+        """SIGTERM every process, SIGKILL what is left after `grace_s`; return the exit code."""
+        clock = clock or SystemClock()
+        handle.signal(signal.SIGTERM)
+        deadline = clock.monotonic() + grace_s
+        while handle.alive() and clock.monotonic() < deadline:
+            clock.sleep(0.1)
+        if handle.alive():
+            handle.signal(signal.SIGKILL)
+            deadline = clock.monotonic() + 5.0
+            while handle.alive() and clock.monotonic() < deadline:
+                clock.sleep(0.05)
+        return handle.exit_code
+
+    def restart(self, handle: Handle | None, spec: AttemptSpec, grace_s: float, clock: Clock | None = None) -> Handle:
+        """Stop the attempt if it still runs, then start the next one."""
+        if handle is not None and handle.alive():
+            self.stop(handle, grace_s, clock)
+        return self.start(spec)
+
+    def restart_excluding_nodes(self, handle: Handle | None, spec: AttemptSpec, nodes: tuple[str, ...],
+                                ranks: tuple[int, ...], grace_s: float,
+                                clock: Clock | None = None) -> tuple[Handle | None, Placement]:
+        """Restart without the culprits; (None, placement) when the executor cannot (placement says why)."""
+        placement = self.exclude(spec.command, spec.env, nodes, ranks)
+        if not placement.ok:
+            return None, placement
+        new = AttemptSpec(spec.attempt, placement.command, spec.log_path, placement.env, spec.cwd)
+        return self.restart(handle, new, grace_s, clock), placement
+
+    @abstractmethod
+    def exclude(self, command: tuple[str, ...], env: dict[str, str], nodes: tuple[str, ...],
+                ranks: tuple[int, ...]) -> Placement:
+        """Plan a restart without the culprit nodes (or, locally, the culprit ranks' devices)."""
+
+    @abstractmethod
+    def drain(self, nodes: tuple[str, ...], reason: str) -> tuple[bool, str]:
+        """Take nodes out of the scheduler's service with a reason: (done, detail)."""
+
+    def prepare(self, command: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        """Adjust the user's command before the first attempt (e.g. per-rank output); (command, note)."""
+        return command, ""
+
+    def rank_offset(self, command: tuple[str, ...]) -> int:
+        """Added to launcher-local rank prefixes to get global ranks."""
+        return 0
+
+    def collect_kernel(self, since: datetime, out_dir: Path) -> str:
+        """Copy the nodes' kernel logs since `since` under `out_dir` for the triage; a note."""
+        return ""
+
+    def launcher_logs(self, command: tuple[str, ...], since: datetime) -> list[Path]:
+        """Log files the launcher itself wrote for this attempt (e.g. torchrun --log-dir)."""
+        return []
+
+
+class LocalHandle(Handle):
+    """An attempt on this host: the wrapper process, its process group and all descendants."""
+
+    def __init__(self, pid: int, create_time: float, exit_file: Path, popen: subprocess.Popen | None = None) -> None:
+        self.pid = pid
+        self.pgid = pid
+        self.create_time = create_time
+        self.exit_file = exit_file
+        self._popen = popen
+        self._known: dict[int, float] = {}  # descendant pid -> create time
+        self._ranks: dict[int, int | None] = {}  # pid -> RANK from its environment
+        self._code: int | None = None
+        self._ended = False
+
+    def _proc(self, pid: int, create_time: float) -> psutil.Process | None:
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - create_time) > 0.01 or p.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return p
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return None
+
+    def refresh(self) -> None:
+        """Learn new descendants (workers may live in their own sessions)."""
+        root = self._proc(self.pid, self.create_time)
+        if root is None:
+            return
+        try:
+            for child in root.children(recursive=True):
+                try:
+                    self._known.setdefault(child.pid, child.create_time())
+                except psutil.Error:
+                    continue
+        except psutil.Error:
+            return
+
+    def ended(self) -> bool:
+        if self._ended:
+            return True
+        if self._popen is not None:
+            rc = self._popen.poll()
+            if rc is None:
+                return False
+            self._code = rc
+        elif self._proc(self.pid, self.create_time) is not None:
+            return False
+        else:
+            self._code = read_exit_file(self.exit_file)
+        self._ended = True
+        return True
+
+    @property
+    def exit_code(self) -> int | None:
+        if self._ended and self._code is None:
+            self._code = read_exit_file(self.exit_file)
+        return self._code
+
+    def rank_pids(self) -> dict[int, int]:
+        self.refresh()
+        out: dict[int, int] = {}
+        live = {pid: p for pid, ct in self._known.items() if (p := self._proc(pid, ct)) is not None}
+        for pid, p in live.items():
+            if pid not in self._ranks:
+                try:
+                    env = p.environ()
+                    self._ranks[pid] = int(env["RANK"]) if env.get("RANK", "").isdigit() else None
+                except (psutil.Error, OSError):
+                    self._ranks[pid] = None
+            rank = self._ranks[pid]
+            if rank is None:
+                continue
+            try:
+                parent = p.ppid()
+            except psutil.Error:
+                continue
+            if parent in live and self._ranks.get(parent) == rank:
+                continue  # a dataloader worker of that rank, not the rank itself
+            out[rank] = pid
+        return out
+
+    def main_pid(self) -> int | None:
+        root = self._proc(self.pid, self.create_time)
+        try:
+            children = root.children() if root is not None else []
+        except psutil.Error:
+            return None
+        return children[0].pid if children else None
+
+    def signal(self, sig: int) -> int:
+        self.refresh()
+        sent = 0
+        try:
+            os.killpg(self.pgid, sig)
+            sent += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid, ct in list(self._known.items()):
+            p = self._proc(pid, ct)
+            if p is None:
+                continue
+            try:
+                p.send_signal(sig)
+                sent += 1
+            except psutil.Error:
+                continue
+        return sent
+
+    def alive(self) -> int:
+        self.refresh()
+        n = 0 if self.ended() else 1
+        return n + sum(1 for pid, ct in self._known.items() if self._proc(pid, ct) is not None)
+
+    def record(self) -> dict:
+        return {"pid": self.pid, "create_time": self.create_time, "exit_file": str(self.exit_file),
+                "descendants": {str(k): v for k, v in self._known.items()}}
+
+
+def read_exit_file(path: Path) -> int | None:
+    try:
+        return int(json.loads(path.read_text())["returncode"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def flag_value(command: tuple[str, ...], names: tuple[str, ...]) -> tuple[int | None, str | None]:
+    """(index of the value, value) of `--flag V` or `--flag=V`."""
+    for i, arg in enumerate(command):
+        for name in names:
+            if arg == name and i + 1 < len(command):
+                return i + 1, command[i + 1]
+            if arg.startswith(name + "="):
+                return i, arg.split("=", 1)[1]
+    return None, None
+
+
+def _set_flag(command: tuple[str, ...], index: int, names: tuple[str, ...], value: str) -> tuple[str, ...]:
+    args = list(command)
+    if any(args[index].startswith(n + "=") for n in names):
+        args[index] = args[index].split("=", 1)[0] + "=" + value
+    else:
+        args[index] = value
+    return tuple(args)
+
+
+def launcher_index(command: tuple[str, ...]) -> int | None:
+    """Index of the torchrun token (`torchrun`, or `-m torch.distributed.run`), if the command is torchrun."""
+    for i, arg in enumerate(command[:4]):
+        if os.path.basename(arg) == "torchrun":
+            return i
+        if arg in ("torch.distributed.run", "torch.distributed.launch") and i > 0 and command[i - 1] == "-m":
+            return i
+    return None
+
+
+class LocalExecutor(Executor):
+    """This host. `tee`: add `--tee 3` to a torchrun command so each line names its rank."""
+
+    name = "local"
+
+    def __init__(self, tee: bool = True, host: str | None = None) -> None:
+        self.tee = tee
+        self.host = host or socket.gethostname()
+
+    def nodes(self) -> list[str]:
+        return [self.host]
+
+    def prepare(self, command: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        i = launcher_index(command)
+        if not self.tee or i is None or any(a.split("=", 1)[0] in _TEE for a in command[i + 1:]):
+            return command, ""
+        if any(a.startswith("--max-restarts") or a.startswith("--max_restarts") for a in command):
+            note = "torchrun --max-restarts given: diagnoser restarts the job itself; prefer --max-restarts 0"
+        else:
+            note = ""
+        return (*command[: i + 1], "--tee", "3", *command[i + 1:]), note
+
+    def rank_offset(self, command: tuple[str, ...]) -> int:
+        _, nproc = flag_value(command, _NPROC)
+        _, node_rank = flag_value(command, _NODE_RANK)
+        if nproc and nproc.isdigit() and node_rank and node_rank.isdigit():
+            return int(nproc) * int(node_rank)
+        return 0
+
+    def start(self, spec: AttemptSpec) -> Handle:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        exit_file = spec.log_path.with_name("exit.json")
+        exit_file.unlink(missing_ok=True)
+        env = {**os.environ, **spec.env}
+        with open(spec.log_path, "ab") as log:
+            popen = subprocess.Popen([sys.executable, str(WRAPPER), str(exit_file), "--", *spec.command],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     cwd=spec.cwd, start_new_session=True)
+        try:
+            create_time = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            create_time = 0.0
+        return LocalHandle(popen.pid, create_time, exit_file, popen)
+
+    def attach(self, record: dict) -> Handle | None:
+        try:
+            h = LocalHandle(int(record["pid"]), float(record["create_time"]), Path(record["exit_file"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        h._known.update({int(k): float(v) for k, v in record.get("descendants", {}).items()})
+        return h
+
+    def exclude(self, command: tuple[str, ...], env: dict[str, str], nodes: tuple[str, ...],
+                ranks: tuple[int, ...]) -> Placement:
+        local_names = {self.host, self.host.split(".")[0], "localhost", "127.0.0.1"}
+        foreign = [n for n in nodes if n not in local_names]
+        if foreign:
+            return Placement(False, f"local executor: the job runs only on {self.host}; cannot exclude {foreign}")
+        if not ranks:
+            return Placement(False, f"local executor: excluding {self.host} would leave no node, and no culprit "
+                             "rank names a device to leave out")
+        idx, nproc_s = flag_value(command, _NPROC)
+        if idx is None or not (nproc_s or "").isdigit():
+            return Placement(False, "local executor: the command has no numeric --nproc-per-node to shrink; "
+                             "cannot restart on fewer devices")
+        nproc = int(nproc_s or 0)
+        offset = self.rank_offset(command)
+        local = sorted({r - offset for r in ranks if 0 <= r - offset < nproc})
+        if not local:
+            return Placement(False, f"local executor: culprit ranks {list(ranks)} do not run on this node")
+        visible = env.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = [d.strip() for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(nproc)]
+        bad = {devices[i] for i in local if i < len(devices)}
+        keep = [d for d in devices if d not in bad]
+        new_nproc = min(nproc, len(keep))
+        if new_nproc <= 0:
+            return Placement(False, "local executor: no device would be left after excluding the culprit ranks")
+        new_cmd = _set_flag(command, idx, _NPROC, str(new_nproc))
+        detail = (f"excluded local rank(s) {local} (device(s) {sorted(bad)}) on {self.host}: "
+                  f"CUDA_VISIBLE_DEVICES={','.join(keep)}, --nproc-per-node {nproc} -> {new_nproc}"
+                  + ("; the job must accept the smaller world size" if new_nproc < nproc else ""))
+        return Placement(True, detail, new_cmd, {**env, "CUDA_VISIBLE_DEVICES": ",".join(keep)})
+
+    def drain(self, nodes: tuple[str, ...], reason: str) -> tuple[bool, str]:
+        return False, f"local executor: no scheduler to drain {list(nodes)} in"
+
+    def collect_kernel(self, since: datetime, out_dir: Path) -> str:
+        from diagnoser.act.attempts import collect_kernel_log
+
+        return collect_kernel_log(since, out_dir, self.host)
+
+    def launcher_logs(self, command: tuple[str, ...], since: datetime) -> list[Path]:
+        """torchrun --log-dir D writes D/<run id>/attempt_<k>/<local rank>/std{out,err}.log: the run
+        directories written since the attempt started."""
+        i = launcher_index(command)
+        _, log_dir = flag_value(command[i + 1:] if i is not None else (), ("--log-dir", "--log_dir"))
+        if not log_dir or not Path(log_dir).is_dir():
+            return []
+        cutoff = since.timestamp() - 1
+        return sorted(p for p in Path(log_dir).iterdir() if p.is_dir() and p.stat().st_mtime >= cutoff)

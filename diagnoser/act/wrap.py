@@ -1,0 +1,54 @@
+"""Runs one attempt's launch command and records how it ended: `wrap.py EXIT_FILE -- CMD...`.
+
+Started by the local executor (as a script: stdlib only, fast) as the leader of the attempt's
+process group. It records the command's exit status in EXIT_FILE (JSON `{"returncode": N}`,
+negative for a signal, like subprocess) so a restarted controller that re-attaches to a job it did
+not start still learns how it ended. SIGTERM/SIGINT/SIGHUP sent to the group reach the command
+directly; the wrapper only waits (its handlers are reset on exec, so the command sees defaults),
+then exits the way the command did (same code, or the same signal).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _record(path: str, returncode: int) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"returncode": returncode}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: wrap.py EXIT_FILE -- COMMAND...", file=sys.stderr)
+        return 2
+    exit_file, command = argv[0], argv[2:]
+    for sig in CAUGHT:
+        signal.signal(sig, lambda *_: None)  # keep waiting; the command got the signal itself
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as exc:
+        print(f"diagnoser: cannot start {command[0]!r}: {exc}", file=sys.stderr, flush=True)
+        _record(exit_file, 127)
+        return 127
+    rc = proc.wait()
+    _record(exit_file, rc)
+    if rc < 0:
+        for sig in CAUGHT:
+            signal.signal(sig, signal.SIG_DFL)
+        sys.stdout.flush()
+        os.kill(os.getpid(), -rc)
+        return 128 - rc
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
