@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from diagnoser.collect.files import UnusableInput
+from diagnoser.models import Diagnosis
 from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
 from diagnoser.render import render
-from diagnoser.triage import resolve_inputs, triage
+from diagnoser.triage import Analysis, analyse, resolve_inputs
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Diagnose failed GPU training jobs from their logs and recover them.")
@@ -33,6 +34,12 @@ def triage_command(
     runbooks: Annotated[Path | None, typer.Option(help="Runbook directory [env: DIAGNOSER_RUNBOOKS]")] = None,
     workers: Annotated[int | None, typer.Option(help="Scanner processes (default: CPU count)")] = None,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr for long scans")] = True,
+    llm_base_url: Annotated[str | None, typer.Option(
+        "--llm-base-url", help="OpenAI-compatible endpoint [env: DIAGNOSER_LLM_BASE_URL]")] = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="[env: DIAGNOSER_LLM_MODEL]")] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="'none': rules + retrieval only")] = None,
+    no_remote: Annotated[bool | None, typer.Option(
+        "--no-remote", help="Refuse LLM endpoints that are not on this machine")] = None,
 ) -> None:
     """Find the first failure across all ranks and say what it was and what to do."""
     err = Console(stderr=True)
@@ -44,9 +51,10 @@ def triage_command(
         with Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                       TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
             task = bar.add_task("scan", total=total or None)
-            diagnosis = triage(paths, runbook_dir=runbooks, workers=workers,
+            analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
                                on_progress=lambda n: bar.advance(task, n))
-    except (UnusableInput, RunbookError) as exc:
+        diagnosis = _later_stages(analysis, llm_base_url, llm_model, llm, no_remote)
+    except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
         return
     if as_json:
@@ -55,6 +63,19 @@ def triage_command(
     books = {b.id: b for b in load_runbooks(runbooks)}
     book = next((b for b in books.values() if diagnosis.runbook and b.path == diagnosis.runbook), None)
     render(diagnosis, book, Console())
+
+
+def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, llm: str | None,
+                  no_remote: bool | None) -> Diagnosis:
+    """The LLM stage reviews the rule verdict when an endpoint is configured (never raises: on any
+    endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError."""
+    from diagnoser.classify import llm_stage, load_config, runbook_texts
+
+    config = load_config(base_url=base_url, model=model, llm=llm, no_remote=no_remote)
+    d = analysis.demarcation
+    books = [analysis.runbooks[m.runbook_id] for m in [d.root, *d.competing[:2]] if m]
+    return llm_stage(analysis.diagnosis, analysis.window(), list(analysis.diagnosis.similar_incidents),
+                     runbook_texts(books), config)
 
 
 @app.command("runbooks")
@@ -84,10 +105,12 @@ def runbooks_command(
 def _register_subcommands() -> None:
     """Feature areas add their own commands (each module keeps its CLI next to its code)."""
     from diagnoser.act.cli import register as register_act
+    from diagnoser.bot.cli import register as register_bot
+    from diagnoser.classify.cli import register as register_classify
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.slurm.cli import register as register_slurm
 
-    for register in (register_act, register_metrics, register_slurm):
+    for register in (register_act, register_metrics, register_slurm, register_classify, register_bot):
         register(app)
 
 

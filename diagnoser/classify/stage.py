@@ -1,0 +1,116 @@
+"""`llm_stage`: the rules + retrieval verdict, reviewed by an LLM, merged under the guardrails.
+
+Order of work: off or refused endpoint -> notes only; prompt within the token budget (redacted);
+cache; structured answer (method chain); grounding and policy (`guard.check`); merge
+(`guard.decide`). Whatever goes wrong on the way (timeout, 5xx, 429, malformed or truncated
+answer, context overflow, a bug) yields the incoming verdict with a note saying why: never
+"no error found" because a model did not answer.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+
+from diagnoser.classify.answer import FailureKind, LLMAnswer, LLMFailure
+from diagnoser.classify.backends import Transport, make_transport
+from diagnoser.classify.cache import AnswerCache, MethodMemory, answer_key
+from diagnoser.classify.config import LLMConfig
+from diagnoser.classify.guard import JobScope, check, decide
+from diagnoser.classify.prompt import REPAIR_RESERVE, Prompt, build_prompt
+from diagnoser.classify.redact import RemoteRefused, check_endpoint, redact
+from diagnoser.classify.structured import StructuredClient, schema_reserve
+from diagnoser.models import Diagnosis, LogRecord, SimilarIncident
+from diagnoser.prefilter.runbooks import Runbook
+
+PROMPT_VERSION = "triage-v1"
+SAFETY_MARGIN = 64  # tokens: chat template specials, estimator error
+
+
+def _noted(d: Diagnosis, *notes: str) -> Diagnosis:
+    return d.model_copy(update={"notes": [*d.notes, *notes]})
+
+
+def runbook_texts(books: Iterable[Runbook]) -> dict[str, str]:
+    """`{runbook path: text}` for the prompt, from loaded runbooks (e.g. the rule's and competitors')."""
+    return {b.path or b.id: f"id: {b.id}\ncategory: {b.category.value}\nsubtype: {b.subtype}\n"
+                            f"action: {b.action.value}\n---\n{b.body}" for b in books}
+
+
+def _runbook_of(texts: dict[str, str]) -> dict[str, str]:
+    """subtype -> runbook path, for the runbooks the prompt was given."""
+    out: dict[str, str] = {}
+    for name, text in texts.items():
+        m = re.search(r"^subtype:\s*['\"]?([\w-]+)", text, re.M)
+        if m and name.endswith(".md"):
+            out.setdefault(m.group(1), name)
+    return out
+
+
+def prompt_budget(config: LLMConfig) -> int:
+    """Estimated prompt tokens allowed: context minus answer, schema, repair turn and margin."""
+    return config.context_tokens - config.max_tokens - schema_reserve() - REPAIR_RESERVE - SAFETY_MARGIN
+
+
+def prepare(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarIncident],
+            runbook_texts: dict[str, str], config: LLMConfig) -> Prompt:
+    """The prompt the stage would send (redacted, within budget); raises ValueError if none fits."""
+    prompt = build_prompt(rule, window, similar, runbook_texts, prompt_budget(config), PROMPT_VERSION)
+    prompt.system, prompt.user = redact(prompt.system), redact(prompt.user)
+    return prompt
+
+
+def llm_stage(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarIncident],
+              runbook_texts: dict[str, str], config: LLMConfig, *, transport: Transport | None = None) -> Diagnosis:
+    """The merged verdict of rules + retrieval (`rule`) and the LLM, under the guardrails.
+
+    `window`: the evidence records the model may see and cite (`Analysis.window()`);
+    `similar`: retrieved incidents; `runbook_texts`: `{runbook path: text}` of the runbooks that
+    matched (see `runbook_texts`). The result's `decided_by` says who decided; `notes` say what
+    the LLM said, what was dropped, and why the stage did not run or failed.
+    """
+    base = rule if rule.similar_incidents or not similar else rule.model_copy(update={"similar_incidents": similar})
+    if not config.enabled:
+        return _noted(base, config.describe())
+    try:
+        check_endpoint(config.base_url or "", config.no_remote)
+        prompt = prepare(base, window, similar, runbook_texts, config)
+    except RemoteRefused as exc:
+        return _noted(base, f"LLM stage skipped: {exc}; verdict from rules + retrieval")
+    except ValueError as exc:
+        return _noted(base, f"LLM stage skipped ({FailureKind.CONTEXT_OVERFLOW.value}: {exc}); "
+                            "verdict from rules + retrieval")
+    started = time.monotonic()
+    try:
+        answer, source = _answer(prompt, config, transport)
+    except LLMFailure as failure:
+        return _noted(base, f"LLM stage failed ({failure}); verdict from rules + retrieval")
+    except Exception as exc:  # a bug or an unexpected client error must not lose the verdict
+        return _noted(base, f"LLM stage error ({type(exc).__name__}: {str(exc)[:200]}); "
+                            "verdict from rules + retrieval")
+    source += f", {time.monotonic() - started:.1f} s"
+    evidence = {i: item.record for i, item in prompt.items.items()}
+    flagged = {i for i, item in prompt.items.items() if item.flagged}
+    checked = check(answer, evidence, flagged, JobScope.of(window, rule))
+    merged = decide(base, checked, _runbook_of(runbook_texts), source)
+    return _noted(merged, *prompt.notes) if prompt.notes else merged
+
+
+def _answer(prompt: Prompt, config: LLMConfig, transport: Transport | None) -> tuple[LLMAnswer, str]:
+    """(answer, where it came from) from the cache or the endpoint; fills the cache."""
+    transport = transport or make_transport(config)
+    model = transport.resolve_model()
+    messages = prompt.messages()
+    key = answer_key(config.base_url or "", model, prompt.version, messages)
+    cache = AnswerCache(config.cache_dir)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit[0], f"cached answer of {model} via {hit[1]}"
+    client = StructuredClient(transport, MethodMemory(config.cache_dir))
+    outcome = client.ask(messages)
+    cache.put(key, outcome.answer, outcome.method.value,
+              {"model": model, "prompt_version": prompt.version, "created": time.time()})
+    repaired = " after one repair" if outcome.repaired else ""
+    return outcome.answer, (f"{model} via {outcome.method.value} ({transport.name}), "
+                            f"{outcome.calls} call(s){repaired}")
