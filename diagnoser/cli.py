@@ -108,9 +108,11 @@ def _register_subcommands() -> None:
     from diagnoser.bot.cli import register as register_bot
     from diagnoser.classify.cli import register as register_classify
     from diagnoser.metrics.cli import register as register_metrics
+    from diagnoser.retrieve.cli import register as register_incidents
     from diagnoser.slurm.cli import register as register_slurm
 
-    for register in (register_act, register_metrics, register_slurm, register_classify, register_bot):
+    for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
+                     register_bot):
         register(app)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
-from diagnoser.models import Diagnosis, InputWarning, LogRecord, Role, ScanStats, SignatureMatch
+from diagnoser.models import DecidedBy, Diagnosis, InputWarning, LogRecord, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
@@ -121,12 +121,38 @@ def analyse(
     books = {b.id: b for b in runbooks}
     span = job_span(scan)
     d = demarcate(reanchor_years(scan.matches, span), span)
+    verdict = None
     if d.root is None or d.root.role == Role.COLLATERAL:
         finding = explain_collateral(d, readable, scan)
         if finding is not None:
-            return Analysis(finding_verdict(finding, d, books, file_counts, stats, warnings), d, scan, books)
-    weak = [e for s in readable for e in s.weak]
-    return Analysis(rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings), d, scan, books)
+            verdict = finding_verdict(finding, d, books, file_counts, stats, warnings)
+    if verdict is None:
+        weak = [e for s in readable for e in s.weak]
+        verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
+    return Analysis(with_retrieval(verdict), d, scan, books)
+
+
+def with_retrieval(verdict: Diagnosis) -> Diagnosis:
+    """Attach similar past incidents; when no rule decided, a confident neighbour vote decides.
+
+    The incident memory is optional (`pip install diagnoser[retrieval]`) and never breaks triage."""
+    try:
+        from diagnoser.retrieve.api import retrieval_verdict, similar_incidents
+    except ImportError:
+        return verdict
+    text = "\n".join(e.text for e in verdict.evidence)
+    if not text:
+        return verdict
+    update: dict = {"similar_incidents": similar_incidents(text)}
+    if verdict.decided_by == DecidedBy.NONE:
+        vote = retrieval_verdict(text)
+        if vote is not None:
+            update |= {"category": vote.category, "subtype": vote.subtype, "action": vote.action,
+                       "confidence": round(vote.confidence, 3), "decided_by": DecidedBy.RETRIEVAL,
+                       "root_cause": f"No runbook signature matched; {len(vote.support)} similar past incident(s) "
+                                     f"({', '.join(vote.support[:3])}) were {vote.category.value}/{vote.subtype}",
+                       "notes": [*verdict.notes, "decided by a vote of similar past incidents"]}
+    return verdict.model_copy(update=update)
 
 
 def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanResult) -> Finding | None:

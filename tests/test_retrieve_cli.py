@@ -1,0 +1,115 @@
+"""`diagnoser incidents ...` through typer's CliRunner: the learning loop a user runs, with --json."""
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from diagnoser.retrieve.cli import register
+from diagnoser.retrieve.seed import shipped_seed
+from diagnoser.retrieve.store import IncidentStore
+
+XID79 = "[Tue Mar  4 05:06:01 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus."
+VERDICT = {
+    "schema": "diagnosis/v1", "category": "hardware", "subtype": "gpu_xid_79", "action": "drain_and_restart",
+    "confidence": 0.97, "culprit": {"nodes": ["gpu-017"], "ranks": [5], "gpus": ["0000:3b:00"]},
+    "root_cause": "GPU on gpu-017 fell off the bus (Xid 79)",
+    "evidence": [{"source": "dmesg/gpu-017.log", "line": 812, "text": XID79}],
+    "first_failure": {"source": "dmesg/gpu-017.log", "line": 812, "time": "2026-03-04T05:06:01Z"},
+    "similar_incidents": [], "decided_by": "rule", "runbook": "runbooks/gpu-xid-79.md",
+}
+
+
+def make_cli(tmp_path, precreate: bool):
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def main() -> None:
+        """diagnoser"""
+
+    runner = CliRunner()
+    store = str(tmp_path / "store")
+    if precreate:  # an empty store: no seed memory to wade through
+        IncidentStore.create(store, seed=False).close()
+
+    def run(*args: str, input: str | None = None, code: int = 0):
+        result = runner.invoke(app, ["incidents", *args, "--store", store], input=input)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run
+
+
+@pytest.fixture
+def cli(tmp_path):
+    return make_cli(tmp_path, precreate=True)
+
+
+@pytest.fixture
+def fresh_cli(tmp_path):
+    return make_cli(tmp_path, precreate=False)
+
+
+def test_confirm_then_search_list_show_with_json(cli, tmp_path):
+    out = cli("confirm", "-", "--by", "alice", "--resolution", "drained gpu-017", "--outcome", "worked", "--json",
+              input=json.dumps(VERDICT))
+    confirmed = json.loads(out.stdout)
+    assert confirmed["status"] == "confirmed" and confirmed["confirmed_by"] == "alice"
+    assert confirmed["signature"] == ("[<TIME>] NVRM: Xid (PCI:<PCI>): 79, pid=<NUM>, name=python, "
+                                      "GPU has fallen off the bus.")
+    assert confirmed["culprit"]["nodes"] == ["gpu-017"] and confirmed["last_seen"] == "2026-03-04T05:06:01Z"
+    inc_id = confirmed["id"]
+
+    found = json.loads(cli("search", XID79.replace("0000:3b:00", "0000:af:00"), "--json").stdout)
+    assert found["results"][0]["incident"]["id"] == inc_id and found["results"][0]["score"] == pytest.approx(1.0)
+    assert found["vote"]["category"] == "hardware" and found["vote"]["resolution"] == "drained gpu-017"
+
+    listed = json.loads(cli("list", "--status", "confirmed", "--json").stdout)
+    assert [i["id"] for i in listed] == [inc_id]
+    assert json.loads(cli("show", inc_id, "--json").stdout)["outcome"] == "worked"
+    human = cli("show", inc_id).stdout
+    assert "confirmed_by: alice" in human and "GPU has fallen off the bus" in human
+    assert "no incident inc-99999" in cli("show", "inc-99999", code=1).output
+
+
+def test_add_counts_sightings_and_correct_replaces_the_verdict(cli, tmp_path):
+    log = tmp_path / "excerpt.log"
+    log.write_text("step 5 ok\n[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    args = ("add", str(log), "--category", "user_code", "--subtype", "cuda_oom", "--action", "stop_and_notify")
+    first = json.loads(cli(*args, "--json").stdout)
+    second = json.loads(cli(*args, "--json").stdout)
+    assert first["id"] == second["id"] and second["count"] == 2
+    assert "needs --category" in cli("add", str(log), code=2).output
+    fixed = json.loads(cli("correct", first["id"], "--by", "bob", "--action", "escalate", "--json").stdout)
+    assert (fixed["action"], fixed["status"], fixed["count"]) == ("escalate", "corrected", 2)
+    assert "at least one of" in cli("correct", first["id"], "--by", "bob", code=2).output
+    verdict_file = tmp_path / "verdict.json"
+    verdict_file.write_text(json.dumps(VERDICT))
+    corrected = json.loads(cli("correct", str(verdict_file), "--by", "carol", "--category", "infra", "--json").stdout)
+    assert (corrected["category"], corrected["subtype"]) == ("infra", "gpu_xid_79")
+    assert "not a diagnosis/v1 verdict" in cli("confirm", str(log), "--by", "x", code=2).output
+
+
+def test_export_import_through_the_cli(cli, tmp_path):
+    cli("add", "-", "--json", input=json.dumps(VERDICT))
+    exported = tmp_path / "memory.jsonl"
+    assert json.loads(cli("export", str(exported), "--json").stdout) == {"exported": 1, "path": str(exported)}
+    lines = cli("export").stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["schema"] == "incident/v1"
+    assert json.loads(cli("import", str(exported), "--json").stdout) == {"added": 0, "merged": 0, "skipped": 1}
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    assert "line 1 is not an incident/v1 record" in cli("import", str(tmp_path / "bad.jsonl"), code=2).output
+
+
+def test_first_use_creates_the_store_with_the_seed_memory(fresh_cli):
+    assert len(json.loads(fresh_cli("list", "--limit", "0", "--json").stdout)) == len(shipped_seed())
+
+
+def test_a_damaged_store_is_reported_in_one_line_with_the_recovery(fresh_cli, tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "store.json").write_text("{broken")
+    result = fresh_cli("list", code=2)
+    assert result.output.startswith(f"diagnoser: incident store at {tmp_path / 'store'} is damaged")
+    assert "diagnoser incidents import" in result.output
