@@ -42,16 +42,9 @@ from diagnoser.retrieve.vote import THRESHOLD, neighbour_vote, tally
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = sorted((ROOT.parent / "shared" / "bench").glob("*.jsonl"))
 OUT = ROOT / "bench" / "out"
-EXPECTED_FAMILY = {
-    "restart_same": "restart", "resume_from_checkpoint": "restart",
-    "restart_excluding_node": "exclude_or_drain", "drain_node_and_restart": "exclude_or_drain",
-    "retry_after_backoff": "retry", "abort_notify_user": "stop", "escalate_to_operator": "escalate",
-}
-OUR_FAMILY = {
-    "restart": "restart", "rollback_and_restart": "restart",
-    "restart_excluding_nodes": "exclude_or_drain", "drain_and_restart": "exclude_or_drain",
-    "retry_after_backoff": "retry", "stop_and_notify": "stop", "escalate": "escalate",
-}
+sys.path.insert(0, str(ROOT / "bench"))
+from accuracy import EXPECTED_FAMILY, OUR_FAMILY  # noqa: E402  (one mapping for every harness)
+
 FAMILY_ACTION = {"restart": "restart", "exclude_or_drain": "drain_and_restart", "retry": "retry_after_backoff",
                  "stop": "stop_and_notify", "escalate": "escalate"}
 
@@ -720,16 +713,33 @@ def _subprocess_probe(store: Path, query: str) -> dict:
     """A fresh interpreter doing what triage does: one similar_incidents call (time, RSS)."""
     import subprocess
 
-    code = ("import time, resource, sys; t0 = time.perf_counter()\n"
+    # peak RSS from /proc (VmHWM): ru_maxrss would include the bench's own memory from before exec()
+    code = ("import time, re, sys; t0 = time.perf_counter()\n"
             "from diagnoser.retrieve.api import similar_incidents\n"
             "t1 = time.perf_counter(); r = similar_incidents(sys.stdin.read(), store_path=sys.argv[1])\n"
             "t2 = time.perf_counter()\n"
-            "print(round((t1 - t0) * 1000, 1), round((t2 - t1) * 1000, 1), "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, len(r))\n")
+            "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024\n"
+            "print(round((t1 - t0) * 1000, 1), round((t2 - t1) * 1000, 1), hwm, len(r))\n")
     res = subprocess.run([sys.executable, "-c", code, str(store)], input=query, capture_output=True, text=True,
                          check=True)
     imp, first, rss, hits = res.stdout.split()
     return {"import_ms": float(imp), "first_query_ms": float(first), "rss_mb": int(rss), "hits": int(hits)}
+
+
+def _store_probe(store: Path, query: str) -> dict:
+    """A fresh interpreter using the store itself (chromadb): import + open time, vector query, RSS."""
+    import subprocess
+
+    code = ("import time, re, sys; t0 = time.perf_counter()\n"
+            "from diagnoser.retrieve.store import IncidentStore\n"
+            "s = IncidentStore.open(sys.argv[1]); t1 = time.perf_counter()\n"
+            "r = s.search(sys.stdin.read(), 5, mode='vector'); t2 = time.perf_counter()\n"
+            "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024\n"
+            "print(round((t1 - t0) * 1000, 1), round((t2 - t1) * 1000, 1), hwm)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(store)], input=query, capture_output=True, text=True,
+                         check=True)
+    open_ms, query_ms, rss = res.stdout.split()
+    return {"import_and_open_ms": float(open_ms), "first_vector_query_ms": float(query_ms), "rss_mb": int(rss)}
 
 
 def latency(sizes: Sequence[int]) -> list[dict]:
@@ -789,6 +799,7 @@ def latency(sizes: Sequence[int]) -> list[dict]:
             store = IncidentStore.open(path)
             reopen = (time.perf_counter() - t) * 1000
             probe = _subprocess_probe(path, queries[1])
+            store_probe = _store_probe(path, queries[2])
             row = {"incidents": have, "query_p50_ms": _pct(lex, 50), "query_p95_ms": _pct(lex, 95),
                    "first_query_ms": round(cold, 1), "vector_p50_ms": _pct(vec, 50), "vector_p95_ms": _pct(vec, 95),
                    "insert_per_s": round(have / insert_s), "top1_same_as_exhaustive": f"{agree}/{len(queries)}", "add_new_p50_ms": _pct(adds, 50),
@@ -796,7 +807,7 @@ def latency(sizes: Sequence[int]) -> list[dict]:
                    "disk_mb": round(_du(path) / 2**20, 1), "disk_chroma_mb": round(_du(path / "chroma") / 2**20, 1),
                    "disk_index_mb": round(_du(path / "index") / 2**20, 1),
                    "bench_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                   "triage_process": probe}
+                   "triage_process": probe, "store_process": store_probe}
             rows.append(row)
             print(f"  latency {row}", file=sys.stderr)
         store.close()
@@ -834,11 +845,13 @@ def print_tables(result: dict) -> None:
         keys = ["incidents", "query_p50_ms", "query_p95_ms", "first_query_ms", "top1_same_as_exhaustive",
                 "vector_p95_ms", "insert_per_s",
                 "add_new_p50_ms", "add_dup_p50_ms", "reopen_store_ms", "disk_mb", "bench_rss_mb"]
-        print("".join(k.rjust(16) for k in keys) + "   triage process (import ms / first query ms / RSS MB)")
+        print("".join(k.rjust(16) for k in keys) + "   triage process (import ms / first query ms / RSS MB)"
+              "   store process (import+open ms / vector query ms / RSS MB)")
         for row in result["latency"]:
-            p = row["triage_process"]
+            p, q = row["triage_process"], row["store_process"]
             print("".join(str(row[k]).rjust(16) for k in keys)
-                  + f"   {p['import_ms']} / {p['first_query_ms']} / {p['rss_mb']}")
+                  + f"   {p['import_ms']} / {p['first_query_ms']} / {p['rss_mb']}"
+                  + f"   {q['import_and_open_ms']} / {q['first_vector_query_ms']} / {q['rss_mb']}")
 
 
 def main() -> int:

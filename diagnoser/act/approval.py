@@ -68,18 +68,8 @@ class FileApprover(Approver):
         response_path.unlink(missing_ok=True)
         write_json(request_path, {k: (v.value if isinstance(v, Action) else v) for k, v in asdict(req).items()})
         try:
-            deadline = self.clock.monotonic() + self.timeout_s
-            while True:
-                answer = read_response(response_path)
-                if answer is not None:
-                    return answer
-                if cancelled():
-                    return ApprovalResponse(False, "cancelled")
-                if self.clock.monotonic() >= deadline:
-                    return ApprovalResponse(self.default_approve,
-                                            f"timeout:{'approve' if self.default_approve else 'deny'}",
-                                            note=f"no answer within {self.timeout_s:g} s")
-                self.clock.sleep(min(self.poll_s, max(0.0, deadline - self.clock.monotonic())))
+            return wait_for_response(response_path, self.clock, self.timeout_s, self.poll_s, self.default_approve,
+                                     cancelled)
         finally:
             request_path.unlink(missing_ok=True)
             response_path.unlink(missing_ok=True)
@@ -106,3 +96,19 @@ def write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def wait_for_response(response_path: Path, clock: Clock, timeout_s: float, poll_s: float, default_approve: bool,
+                      cancelled: Callable[[], bool]) -> ApprovalResponse:
+    """Poll for an answer file until it appears, the wait is cancelled, or the timeout applies the default."""
+    deadline = clock.monotonic() + timeout_s
+    while True:
+        answer = read_response(response_path)
+        if answer is not None:
+            return answer
+        if cancelled():
+            return ApprovalResponse(False, "cancelled")
+        if clock.monotonic() >= deadline:
+            return ApprovalResponse(default_approve, f"timeout:{'approve' if default_approve else 'deny'}",
+                                    note=f"no answer within {timeout_s:g} s")
+        clock.sleep(min(poll_s, max(0.0, deadline - clock.monotonic())))

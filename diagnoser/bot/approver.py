@@ -24,8 +24,8 @@ from diagnoser.act.approval import (
     ApprovalRequest,
     ApprovalResponse,
     Approver,
-    read_response,
     respond,
+    wait_for_response,
     write_json,
 )
 from diagnoser.act.clock import Clock, SystemClock
@@ -80,18 +80,8 @@ class SlackApprover(Approver):
         return answer
 
     def _wait(self, response_path: Path, cancelled: Callable[[], bool]) -> ApprovalResponse:
-        deadline = self.clock.monotonic() + self.timeout_s
-        while True:
-            answer = read_response(response_path)
-            if answer is not None:
-                return answer
-            if cancelled():
-                return ApprovalResponse(False, "cancelled")
-            if self.clock.monotonic() >= deadline:
-                return ApprovalResponse(self.default_approve,
-                                        f"timeout:{'approve' if self.default_approve else 'deny'}",
-                                        note=f"no answer within {self.timeout_s:g} s")
-            self.clock.sleep(min(self.poll_s, max(0.0, deadline - self.clock.monotonic())))
+        return wait_for_response(response_path, self.clock, self.timeout_s, self.poll_s, self.default_approve,
+                                 cancelled)
 
 
 def parse_value(value: str) -> tuple[Path, str] | None:
