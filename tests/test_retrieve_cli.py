@@ -105,6 +105,9 @@ def test_export_import_through_the_cli(cli, tmp_path):
 
 def test_first_use_creates_the_store_with_the_seed_memory(fresh_cli):
     assert len(json.loads(fresh_cli("list", "--limit", "0", "--json").stdout)) == len(shipped_seed())
+    again = json.loads(fresh_cli("import", "--seed", "--json").stdout)
+    assert again["added"] == 0 and again["skipped"] + again["merged"] == len(shipped_seed())
+    assert "give a JSONL file" in fresh_cli("import", code=2).output
 
 
 def test_a_damaged_store_is_reported_in_one_line_with_the_recovery(fresh_cli, tmp_path):

@@ -81,19 +81,29 @@ def test_search_finds_the_right_past_incident_among_close_distractors(store):
     assert vector[0][0].id == ids["cuda_oom"] and 0 < vector[0][1] <= 1
 
 
-def test_confirm_and_correct_vouch_without_counting_and_beat_unconfirmed_sightings(store):
+def test_confirmed_and_corrected_verdicts_beat_unconfirmed_sightings(store):
     inc_id = store.add(incident("cuda_oom", 1))
-    corrected = store.vouch(incident("cuda_oom", 2, action="escalate", status=Status.CORRECTED, confirmed_by="bob",
-                                     resolution="smaller micro-batch", outcome=Outcome.WORKED))
-    assert corrected.id == inc_id and corrected.count == 1 and corrected.action.value == "escalate"
+    corrected = store.get(store.add(incident("cuda_oom", 2, action="escalate", status=Status.CORRECTED,
+                                             confirmed_by="bob", resolution="smaller micro-batch",
+                                             outcome=Outcome.WORKED)))
+    assert corrected.id == inc_id and corrected.count == 2 and corrected.action.value == "escalate"
     again = store.get(store.add(incident("cuda_oom", 3)))  # an automatic sighting does not undo a person's verdict
     assert (again.count, again.action.value, again.status, again.resolution) == (
-        2, "escalate", Status.CORRECTED, "smaller micro-batch")
-    updated = store.update(inc_id, status=Status.CONFIRMED, confirmed_by="alice", outcome="failed")
-    assert (updated.confirmed_by, updated.outcome) == ("alice", Outcome.FAILED)
+        3, "escalate", Status.CORRECTED, "smaller micro-batch")
+    updated = store.update(inc_id, status=Status.CONFIRMED, confirmed_by="alice", outcome="failed")  # by id: no count
+    assert (updated.count, updated.confirmed_by, updated.outcome) == (3, "alice", Outcome.FAILED)
     assert store.search(occurrence("cuda_oom", 4), 1)[0][0].confirmed_by == "alice"  # the cache follows
     with pytest.raises(KeyError):
         store.update("inc-09999", confirmed_by="x")
+
+
+def test_a_sighting_of_a_seed_example_starts_counting_from_itself(tmp_path):
+    with IncidentStore.create(tmp_path / "s") as st:
+        seed = next(i for i in shipped_seed() if i.subtype == "gpu_xid_79")
+        t = datetime(2026, 6, 1, tzinfo=UTC)
+        seen = st.get(st.add(seed.model_copy(update={"id": "", "origin": "", "status": Status.CONFIRMED,
+                                                     "confirmed_by": "alice", "first_seen": t, "last_seen": t})))
+        assert seen.id == seed.id and (seen.count, seen.first_seen, seen.status) == (1, t, Status.CONFIRMED)
 
 
 def test_export_import_round_trip_is_lossless_and_idempotent(store, tmp_path):
@@ -135,7 +145,7 @@ def test_corrupted_store_gives_a_clear_error_and_the_journal_rebuilds_it(tmp_pat
         st.add(incident("gpu_xid_79", 1))
         st.add(incident("gpu_xid_79", 2))
         st.add(incident("storage_full", 1))
-        st.vouch(incident("storage_full", 3, status=Status.CONFIRMED, confirmed_by="ops", resolution="purged"))
+        st.add(incident("storage_full", 3, status=Status.CONFIRMED, confirmed_by="ops", resolution="purged"))
     (path / "chroma" / "chroma.sqlite3").write_bytes(b"\x00garbage" * 4096)
     with pytest.raises(StoreError) as err:
         IncidentStore.open(path)
@@ -146,7 +156,7 @@ def test_corrupted_store_gives_a_clear_error_and_the_journal_rebuilds_it(tmp_pat
     with IncidentStore.create(path, seed=False) as rebuilt:
         rebuilt.import_jsonl(tmp_path / "store.broken" / "journal.jsonl")
         xid, full = rebuilt.get("inc-00001"), rebuilt.get("inc-00002")
-        assert (xid.count, xid.subtype, full.resolution, full.status) == (2, "gpu_xid_79", "purged", Status.CONFIRMED)
+        assert (xid.count, full.count, full.resolution, full.status) == (2, 2, "purged", Status.CONFIRMED)
         assert len(rebuilt) == 2
 
 

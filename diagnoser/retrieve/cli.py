@@ -56,6 +56,13 @@ def _read(source: str) -> str:
         return ""
 
 
+def _is_file(arg: str) -> bool:
+    try:
+        return len(arg) < 4096 and "\n" not in arg and Path(arg).is_file()
+    except OSError:  # e.g. a log line too long to be a file name
+        return False
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
 
@@ -159,7 +166,7 @@ def register(app: typer.Typer) -> None:
                mode: Annotated[str, typer.Option(help="lexical (TF-IDF) or vector (chromadb)")] = "lexical",
                store: StoreOpt = None, as_json: JsonOpt = False) -> None:
         """Find the past incidents most similar to a failure text."""
-        text = _read(query) if query == "-" or Path(query).is_file() else query
+        text = _read(query) if query == "-" or _is_file(query) else query
         if mode not in ("lexical", "vector"):
             _fail(f"unknown --mode {mode!r} (lexical | vector)")
         with _store(store) as st:
@@ -233,19 +240,24 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"exported {n} incidents to {out}")
 
     @sub.command("import")
-    def import_(source: Annotated[str, typer.Argument(help="JSONL from `export` or a journal.jsonl; - for stdin")],
+    def import_(source: Annotated[str | None, typer.Argument(help="JSONL from `export`, a journal.jsonl, -")] = None,
+                seed: Annotated[bool, typer.Option("--seed", help="Import the shipped seed memory (refresh)")] = False,
                 store: StoreOpt = None, as_json: JsonOpt = False) -> None:
         """Merge incidents from JSONL (same signature: counts add up; re-importing is harmless)."""
+        from diagnoser.retrieve.seed import shipped_seed
         from diagnoser.retrieve.store import StoreError
 
-        text = _read(source)
+        if (source is None) == (not seed):
+            _fail("give a JSONL file (or -) or --seed")
+        text = _read(source) if source else ""
         with _store(store) as st:
             try:
-                report = st.import_jsonl(io.StringIO(text))
+                report = st.import_incidents(shipped_seed()) if seed else st.import_jsonl(io.StringIO(text))
             except StoreError as exc:
                 _fail(f"{source}: {exc}")
         data = {"added": report.added, "merged": report.merged, "skipped": report.skipped}
         if as_json:
             _print_json(data)
         else:
-            typer.echo(f"imported {source}: {report.added} added, {report.merged} merged, {report.skipped} unchanged")
+            typer.echo(f"imported {source or 'the seed memory'}: {report.added} added, {report.merged} merged, "
+                       f"{report.skipped} unchanged")

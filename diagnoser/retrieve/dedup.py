@@ -20,9 +20,11 @@ VERDICT_FIELDS = ("category", "subtype", "action", "culprit", "root_cause", "run
 
 def merge(old: Incident, new: Incident, observe: bool) -> Incident:
     """`old` updated by `new` (same signature). `observe`: `new` is another sighting (count it);
-    otherwise it only vouches for or corrects the verdict of a sighting already counted."""
+    otherwise it only vouches for or corrects the verdict (confirming an incident by its id)."""
     update: dict = {}
-    if observe:
+    if observe and old.status is Status.SEED:  # the shipped seed is an example, not a sighting
+        update.update(count=new.count, first_seen=new.first_seen, last_seen=new.last_seen)
+    elif observe:
         update["count"] = old.count + new.count
         update["first_seen"] = min(old.first_seen, new.first_seen)
         update["last_seen"] = max(old.last_seen, new.last_seen)

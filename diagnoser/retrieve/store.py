@@ -63,6 +63,7 @@ class IncidentStore:
         self._client: Any = None
         self._collection: Any = None
         self._cache: SearchCache | None = None
+        self._dirty = False  # a write operation has started changing files
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -268,7 +269,14 @@ class IncidentStore:
         try:
             self._fresh()
             meta = dict(self._meta)
-            yield meta
+            self._dirty = False
+            try:
+                yield meta
+            except BaseException:
+                if bump and self._dirty:  # half-written: persist the ids handed out, invalidate caches
+                    meta["generation"] += 1
+                    self._write_meta(self.path, meta)
+                raise
             if bump:
                 meta["generation"] += 1
                 self._write_meta(self.path, meta)
@@ -278,6 +286,8 @@ class IncidentStore:
 
     def _save(self, meta: dict[str, Any], new: list[Incident], changed: list[Incident]) -> None:
         """Write new and changed incidents to chroma, the journal and the search cache."""
+        self._dirty = True
+
         def chroma_meta(inc: Incident) -> dict[str, Any]:
             return {"category": inc.category.value, "subtype": inc.subtype, "action": inc.action.value,
                     "status": inc.status.value, "count": inc.count, "last_seen": inc.last_seen.isoformat(),
@@ -336,15 +346,19 @@ class IncidentStore:
         return out
 
     def add(self, incident: Incident) -> str:
-        """Record a sighting; the same signature again adds to its count. Returns the incident id."""
+        """Record a sighting; the same signature again adds to its count. Returns the incident id.
+
+        A confirmed or corrected incident (`status`) is a sighting a person checked: its verdict
+        replaces an unconfirmed or seed one (see dedup.py); `confirm`/`correct` store verdicts so.
+        """
         return self._upsert([incident], observe=True)[0].id
+
+    def vouch(self, incident: Incident) -> Incident:
+        """Store a confirmed or corrected verdict (a checked sighting, see `add`); returns the stored incident."""
+        return self._upsert([incident], observe=True)[0]
 
     def add_many(self, incidents: Iterable[Incident]) -> list[str]:
         return [inc.id for inc in self._upsert(incidents, observe=True)]
-
-    def vouch(self, incident: Incident) -> Incident:
-        """Store a confirmed or corrected verdict (it does not count as another sighting)."""
-        return self._upsert([incident], observe=False)[0]
 
     def update(self, incident_id: str, **fields: Any) -> Incident:
         """Change fields of one incident (confirm/correct by id)."""
