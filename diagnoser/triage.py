@@ -137,15 +137,17 @@ def with_retrieval(verdict: Diagnosis) -> Diagnosis:
 
     The incident memory is optional (`pip install diagnoser[retrieval]`) and never breaks triage."""
     try:
-        from diagnoser.retrieve.api import retrieval_verdict, similar_incidents
+        from diagnoser.retrieve.api import neighbours
+        from diagnoser.retrieve.vote import neighbour_vote
     except ImportError:
         return verdict
     text = "\n".join(e.text for e in verdict.evidence)
     if not text:
         return verdict
-    update: dict = {"similar_incidents": similar_incidents(text)}
+    near = neighbours(text)  # one search serves both the list and the vote
+    update: dict = {"similar_incidents": [inc.similar(score) for inc, score in near]}
     if verdict.decided_by == DecidedBy.NONE:
-        vote = retrieval_verdict(text)
+        vote = neighbour_vote(near)
         if vote is not None:
             update |= {"category": vote.category, "subtype": vote.subtype, "action": vote.action,
                        "confidence": round(vote.confidence, 3), "decided_by": DecidedBy.RETRIEVAL,
