@@ -189,10 +189,25 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP
         self.save_state()
         try:
             self.wait_idle(max(1.0, deadline - time.monotonic()))
+            self.warm_up(max(1.0, deadline - time.monotonic()))
         except ClusterError:
             self.stop()
             raise
         return self
+
+    def warm_up(self, timeout_s: float) -> None:
+        """One step on every node before the tests: a node that just registered can still fail
+        (or lose) the first job launched on it, which a test would take for a job failure."""
+        nodes = ",".join(self.node_names)
+        try:
+            proc = subprocess.run(["srun", "-N", str(len(self.node_names)), "-w", nodes, "-t", "1", "-J",
+                                   "warm-up", "true"], capture_output=True, text=True, env=self.env,
+                                  timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"warm-up step on {nodes} did not finish within {timeout_s:.0f} s") from None
+        if proc.returncode != 0:
+            raise ClusterError(f"warm-up step on {nodes} failed: {proc.stderr.strip()[-500:]}")
+        self.wait_idle(timeout_s)
 
     def wait_idle(self, timeout_s: float = 60.0, nodes: list[str] | None = None) -> None:
         """Until the nodes report idle (bounded; raises with the daemons' last log lines)."""
@@ -204,7 +219,8 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP
                 if name in self.procs:
                     self._check_alive(name, self.root / "log" / f"{name}.log")
             states = self.node_states()
-            if want <= {n for n, s in states.items() if s.rstrip("*").lower() == "idle"}:
+            # "idle*" is idle but not responding: slurmd has not (re-)registered yet
+            if want <= {n for n, s in states.items() if s.lower() == "idle"}:
                 return
             time.sleep(0.25)
         raise ClusterError(f"nodes not idle after {timeout_s:.0f} s: {states}; slurmctld: "

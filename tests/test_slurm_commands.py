@@ -87,6 +87,29 @@ def test_node_failure_ends_the_job_as_node_fail(cli: SlurmCLI, cluster: SlurmClu
     cluster.resume_all()
 
 
+def test_a_run_slurm_requeued_still_has_its_nodes_kernel_logs(cli: SlurmCLI, cluster: SlurmCluster,
+                                                                tmp_path: Path) -> None:
+    """A run Slurm requeues itself leaves a PENDING record without nodes: the completion log still
+    names them, so the failed node's kernel log is collected."""
+    job = cli.sbatch(["-w", "n4", "--requeue", "-o", str(tmp_path / "rq-%j.out"), "--wrap", "sleep 60"])
+    started = cli.wait_job(job, "running", 20).start_time
+    cluster.inject_kernel_line("n4", f"[{time.strftime('%a %b %e %H:%M:%S %Y')}] {XID}")
+    cli.run("scontrol", "update", "NodeName=n4", "State=DOWN", "Reason=test power loss")
+    deadline = time.monotonic() + 30
+    while (rec := cli.show_job(job)) is not None and not (rec.pending and rec.restarts == 1):
+        assert time.monotonic() < deadline, rec
+        time.sleep(0.3)
+    assert rec.nodes == ()  # the record of the requeued job no longer lists n4
+    got = collect_job(cli, job, tmp_path / "ev", CollectOptions(
+        kernel=KernelSource(log_dir=str(cluster.kernel_dir / "{node}")), since=started))
+    cli.cancel(job)
+    (cluster.kernel_dir / "n4" / "dmesg.log").unlink()
+    cluster.resume_all()
+    assert got.run_nodes == ["n4"] and "dmesg/n4.log" in got.files, got.notes
+    verdict = triage([str(tmp_path / "ev")])
+    assert (verdict.subtype, list(verdict.culprit.nodes)) == ("gpu_xid_79", ["n4"]), verdict.root_cause
+
+
 def test_drain_is_idempotent_capped_and_resumable(cli: SlurmCLI, tmp_path: Path) -> None:
     ops = tmp_path / "ops.jsonl"
     guard = DrainGuard(max_nodes=1, window_s=600)

@@ -63,6 +63,24 @@ def _run(cluster: SlurmCluster, cli: SlurmCLI, tmp_path: Path, command: list[str
     return result, executor, read_audit(result.audit)
 
 
+def _explain(result: RunResult, tmp_path: Path) -> str:
+    """Why a run ended as it did, from its own records (for assertion messages: a failure on a
+    CI machine must be explainable from the CI output alone)."""
+    parts = [f"{result.status}: {result.reason}"]
+    for attempt in sorted((tmp_path / "run").glob("attempt-*")):
+        for name in ("diagnosis.json", "logs/.collect.json"):
+            f = attempt / name
+            if f.exists():
+                data = json.loads(f.read_text())
+                keep = ("subtype", "root_cause", "notes", "evidence") if name == "diagnosis.json" else (
+                    "state", "reason", "nodes", "files", "notes")
+                parts.append(f"{attempt.name}/{name}: {json.dumps({k: data.get(k) for k in keep})[:1500]}")
+        console = attempt / "console.log"
+        if console.exists():
+            parts.append(f"{attempt.name}/console.log: {console.read_text(errors='replace')[-800:]!r}")
+    return "\n".join(parts)
+
+
 def _events(events: list, kind: str) -> list:
     return [e for e in events if e.type == kind]
 
@@ -77,7 +95,7 @@ def test_persistent_gpu_fault_drains_the_node_and_the_job_completes_elsewhere(
                      "sleep 0.2; done'\nexit $?")
     policy = Policy(require_approval=frozenset())
     result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", "-w", "n[1-2]", str(script)], policy)
-    assert result.status == "succeeded", result.reason
+    assert result.status == "succeeded", _explain(result, tmp_path)
     [diag] = _events(events, "diagnosis")
     assert (diag.subtype, diag.culprit_nodes) == ("gpu_xid_79", ["n2"])
     [decision] = _events(events, "decision")
@@ -98,7 +116,7 @@ def test_user_code_failure_is_not_requeued(cluster: SlurmCluster, cli: SlurmCLI,
                      "srun python3 -c \"import os; cfg = {'batch_size': 8}; print('step 1', flush=True); "
                      "lr = cfg['learning_rate']\"\nexit $?")
     result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", str(script)], Policy())
-    assert result.status == "stopped"
+    assert result.status == "stopped", _explain(result, tmp_path)
     [diag] = _events(events, "diagnosis")
     assert diag.category.value == "user_code"
     assert [d.action for d in _events(events, "decision")] == [Action.STOP_AND_NOTIFY]
@@ -117,7 +135,7 @@ def test_transient_storage_error_is_requeued_after_backoff(cluster: SlurmCluster
                      "srun bash -c 'for i in 1 2; do echo step $i; done'\nexit $?")
     policy = Policy(backoff=Backoff(base_s=2.0, jitter=0.0))
     result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", str(script)], policy)
-    assert result.status == "succeeded", result.reason
+    assert result.status == "succeeded", _explain(result, tmp_path)
     [diag] = _events(events, "diagnosis")
     assert (diag.category.value, diag.subtype) == ("infra", "storage_stale_handle")
     [decision] = _events(events, "decision")
@@ -134,7 +152,7 @@ def test_crash_loop_escalates(cluster: SlurmCluster, cli: SlurmCLI, tmp_path: Pa
                      "srun python3 -c \"raise OSError(116, 'Stale file handle', '/nfs/ckpt/latest')\"\nexit $?")
     policy = Policy(backoff=Backoff(base_s=0.3, jitter=0.0), crash_loop=3)
     result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", str(script)], policy)
-    assert result.status == "gave_up", result.reason
+    assert result.status == "gave_up", _explain(result, tmp_path)
     decisions = [d.action for d in _events(events, "decision")]
     assert decisions == [Action.RETRY_AFTER_BACKOFF, Action.RETRY_AFTER_BACKOFF, Action.ESCALATE]
     assert "crash loop" in _events(events, "decision")[-1].reason
@@ -201,7 +219,7 @@ def test_a_run_slurm_requeued_itself_waits_for_the_policy(cluster: SlurmCluster,
         result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", str(script)], Policy())
     finally:
         downer.join()
-    assert result.status == "succeeded", result.reason
+    assert result.status == "succeeded", _explain(result, tmp_path)
     [diag] = _events(events, "diagnosis")
     assert diag.subtype == "scheduler_node_failure"
     job = cli.show_job(ex.job_id)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
 from diagnoser.slurm.nodelogs import KernelSource, collect_kernel_logs
-from diagnoser.slurm.records import JobRecord, jobcomp_lines
+from diagnoser.slurm.records import JobRecord, expand_hostlist, job_from_kv, jobcomp_lines, parse_kv
 
 MANIFEST = ".collect.json"
 _TOKEN = re.compile(r"%(\d*)([AajJNnstuxb%])")
@@ -56,6 +56,7 @@ class Collected:
     job: JobRecord | None = None
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    run_nodes: list[str] = field(default_factory=list)  # nodes of this run named by the completion log
     seconds: float = 0.0
 
     def manifest(self) -> dict:
@@ -167,9 +168,10 @@ def collect_record(cli: SlurmCLI, job_id: str, w: _Writer, opts: CollectOptions)
             lines = jobcomp_lines(text, job_id, opts.since)
             if lines:
                 w.text(f"jobcomp-{job_id}.sacct.txt", "\n".join(lines))
+                for line in lines:  # a run Slurm requeued itself keeps its nodes only here
+                    w.r.run_nodes += [n for n in expand_hostlist(parse_kv(line).get("NodeList"))
+                                      if n not in w.r.run_nodes]
                 if job is None:  # the completion record is all that is left of the job
-                    from diagnoser.slurm.records import job_from_kv, parse_kv
-
                     job = job_from_kv(parse_kv(lines[-1]))
         except OSError as exc:
             w.r.notes.append(f"jobcomp log {conf['JobCompLoc']}: {exc.strerror}")
@@ -221,7 +223,10 @@ def collect_job(cli: SlurmCLI, job_id: str, out_dir: Path, opts: CollectOptions 
         result.notes.append(f"job {job_id}: no record (unknown job id, or gone and no completion log)")
     else:
         collect_outputs(job, w, opts)
-        nodes = list(dict.fromkeys([*job.nodes, *opts.nodes]))
+        # A COMPLETING record lists only the nodes still completing, and a run Slurm requeued
+        # (launch failure, node failure) lists none: take every source of this run's nodes.
+        batch_host = [job.batch_host] if job.batch_host and job.batch_host != "(null)" else []
+        nodes = list(dict.fromkeys([*job.nodes, *opts.nodes, *result.run_nodes, *batch_host]))
         if opts.node_records and nodes:
             try:
                 for node in cli.show_nodes(nodes):
