@@ -137,3 +137,19 @@ def test_no_remote_refuses_a_non_loopback_endpoint_and_keeps_the_rule_verdict(jo
     d = json.loads(result.stdout)
     assert (d["subtype"], d["decided_by"]) == ("gpu_xid_79", "rule")
     assert any("not a loopback address" in n for n in d["notes"])
+
+
+def test_root_cause_says_plainly_what_the_evidence_did_not_name(tmp_path):
+    """A line without rank or node (a bare batch output) must not read "on rank ? (?)"."""
+    log = tmp_path / "job" / "slurm-77.out"  # (a single file's last 3 path parts may name its node)
+    log.parent.mkdir()
+    log.write_text("step 1\nRuntimeError: CUDA error: unspecified launch failure\n")
+    result = runner.invoke(app, ["triage", str(log), "--json", "--no-remote"])
+    d = json.loads(result.stdout)
+    assert d["subtype"] == "cuda_illegal_memory_access"
+    assert d["root_cause"] == "Illegal GPU memory access on an unidentified rank"
+    named = tmp_path / "n7" / "rank3.log"
+    named.parent.mkdir()
+    named.write_text("[rank3]: RuntimeError: CUDA error: unspecified launch failure\n")
+    d = json.loads(runner.invoke(app, ["triage", str(named), "--json", "--no-remote"]).stdout)
+    assert d["root_cause"] == "Illegal GPU memory access on rank 3 (n7)"

@@ -6,6 +6,7 @@ sentence is the runbook's summary filled from the matched fields.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -44,9 +45,27 @@ def _summary(book: Runbook, match: SignatureMatch, culprit_node: str | None) -> 
     values.setdefault("rank", str(match.record.rank) if match.record.rank is not None else "?")
     template = book.summary or book.title
     try:
-        return template.format_map(values)
+        return tidy_unknowns(template.format_map(values))
     except (ValueError, IndexError):
         return book.title
+
+
+_PAREN = re.compile(r" ?\(([^()]*)\)")
+_UNKNOWN_WORDS = ((re.compile(r"\bon rank \?"), "on an unidentified rank"), (re.compile(r"\brank \?"), "a rank"),
+                  (re.compile(r"\bGPU \?"), "a GPU"), (re.compile(r"\b(on|of) \?"), r"\1 an unidentified node"))
+
+
+def tidy_unknowns(text: str) -> str:
+    """A summary without "?" for what the evidence did not name: "on rank ? (?)" reads
+    "on an unidentified rank", "(n2, GPU ?)" reads "(n2)"."""
+    def keep_known(m: re.Match[str]) -> str:
+        parts = [p for p in m.group(1).split(", ") if not re.search(r"(?:^|\s)\?(?:$|\s)", p)]
+        return f" ({', '.join(parts)})" if parts else ""
+
+    text = _PAREN.sub(keep_known, text)
+    for pattern, words in _UNKNOWN_WORDS:
+        text = pattern.sub(words, text)
+    return text[:1].upper() + text[1:]
 
 
 def _evidence_of(match: SignatureMatch) -> list[Evidence]:
