@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from typer.core import TyperGroup
 
 from diagnoser.collect.files import UnusableInput
 from diagnoser.models import Diagnosis
@@ -17,7 +19,29 @@ from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
 from diagnoser.render import render
 from diagnoser.triage import Analysis, analyse, resolve_inputs
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+
+class _LazyGroup(TyperGroup):
+    """The feature areas' commands (run, slurm, incidents, bot, report ...) are imported only when
+    one of them is asked for or listed: `diagnoser triage` does not pay for their imports."""
+
+    _features: click.Group | None = None
+
+    def _feature_group(self) -> click.Group:
+        if _LazyGroup._features is None:
+            features = typer.Typer()
+            _register_subcommands(features)
+            _LazyGroup._features = typer.main.get_group(features)
+        return _LazyGroup._features
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        own = super().list_commands(ctx)
+        return own + [n for n in self._feature_group().list_commands(ctx) if n not in own]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or self._feature_group().get_command(ctx, cmd_name)
+
+
+app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False,
                   help="Diagnose failed GPU training jobs from their logs and recover them.")
 EXIT_UNUSABLE = 2
 
@@ -102,7 +126,7 @@ def runbooks_command(
     Console().print(table)
 
 
-def _register_subcommands() -> None:
+def _register_subcommands(target: typer.Typer) -> None:
     """Feature areas add their own commands (each module keeps its CLI next to its code)."""
     from diagnoser.act.cli import register as register_act
     from diagnoser.bot.cli import register as register_bot
@@ -113,10 +137,7 @@ def _register_subcommands() -> None:
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
                      register_bot):
-        register(app)
-
-
-_register_subcommands()
+        register(target)
 
 
 def main() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -68,6 +67,8 @@ def render(d: Diagnosis, runbook: Runbook | None, console: Console) -> None:
         steps = "\n\n".join(f"**{h}**\n\n{runbook.section(h)}" for h in ("What to check", "How to fix")
                             if runbook.section(h))
         if steps:
+            from rich.markdown import Markdown  # markdown-it costs ~0.08 s to import; only this needs it
+
             console.print(Panel(Markdown(steps), title=f"runbook: {runbook.path}", border_style="dim"))
     s = d.stats
     console.print(Text(f"{s.files} files, {s.bytes / 1e6:.1f} MB, {s.lines} lines, {s.matches} signature "

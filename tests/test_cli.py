@@ -153,3 +153,17 @@ def test_root_cause_says_plainly_what_the_evidence_did_not_name(tmp_path):
     named.write_text("[rank3]: RuntimeError: CUDA error: unspecified launch failure\n")
     d = json.loads(runner.invoke(app, ["triage", str(named), "--json", "--no-remote"]).stdout)
     assert d["root_cause"] == "Illegal GPU memory access on rank 3 (n7)"
+
+
+def test_feature_commands_load_only_when_asked_for():
+    """`diagnoser triage` must not pay the imports of run/slurm/bot/incidents/report (start-up time
+    dominates small inputs), yet every command is listed and runs."""
+    code = ("import sys, diagnoser.cli; "
+            "print(sorted(m for m in sys.modules if m.endswith('.cli') and m.startswith('diagnoser.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['diagnoser.cli']"
+    listed = runner.invoke(app, ["--help"]).output
+    for name in ("triage", "run", "slurm-run", "incidents", "bot", "report", "whatif"):
+        assert f" {name} " in listed, name
+    assert runner.invoke(app, ["whatif", "--help"]).exit_code == 0
+    assert runner.invoke(app, ["no-such-command"]).exit_code == 2

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO
 
-import numpy as np
-
 from diagnoser.collect import kernel, nccl, prefixes, slurm, torchrun
 from diagnoser.collect.paths import PathInfo
 from diagnoser.collect.text import clean_line, decode, truncate_around, visible_segments
@@ -25,6 +23,7 @@ from diagnoser.prefilter.engine import MultiMatcher
 CHUNK_BYTES = 8 << 20
 LOOKBEHIND_BYTES = 64 << 10  # kept from the previous chunk: traceback frames, earlier timestamps
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut into pieces
+NEIGHBOUR_LINES = 40  # how far an untimed hit looks for a timed line each way
 MAX_EVENTS_PER_PATTERN = 256  # per file; the rest are only counted (bounded memory on any input)
 TRACEBACK_MAX_LINES = 120
 EDGE_LINES = 50  # lines read at the start and end of a file for its time span
@@ -96,11 +95,13 @@ def _lines_before(data: bytes, start: int, limit: int) -> list[str]:
 
 
 def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
-    """Newlines in data[start:end]; numpy's vectorised compare is ~5x faster than bytes.count here.
+    """Newlines in data[start:end]; numpy's vectorised compare is ~2.3x faster than bytes.count here.
     Counted in 1 MB slices so the comparison's temporary stays small."""
     end = len(data) if end is None else end
     if end - start <= 65536:
         return data.count(b"\n", start, end)
+    import numpy as np  # here, not at the top: ~0.15 s of start-up that small inputs never need
+
     view = np.frombuffer(data, dtype=np.uint8)
     return sum(int(np.count_nonzero(view[i:min(end, i + (1 << 20))] == 10)) for i in range(start, end, 1 << 20))
 
@@ -126,9 +127,41 @@ class _RecordBuilder:
         self.source = source
         self.info = info
         self.year = reference_year
+        # time of the line starting at an offset of the current window: hits come in clusters
+        # (a traceback, a watchdog block) and would otherwise re-read the same neighbours
+        self._times: dict[int, datetime | None] = {}
+        self._times_of: bytes | None = None
 
     def time_of(self, text: str) -> datetime | None:
         return parse_time(prefixes.split_prefix(text).rest, self.year)
+
+    def _line_time(self, data: bytes, lo: int, hi: int) -> datetime | None:
+        if self._times_of is not data:
+            self._times, self._times_of = {}, data
+        if lo not in self._times:
+            self._times[lo] = self.time_of(clean_line(decode(data[lo:hi])))
+        return self._times[lo]
+
+    def neighbour_times(self, data: bytes, start: int, end: int) -> tuple[datetime | None, datetime | None]:
+        """The times of the nearest timed lines before the line at [start, end) and after it
+        (within NEIGHBOUR_LINES each way)."""
+        before = after = None
+        pos, limit = start - 1, NEIGHBOUR_LINES
+        while limit > 0 and pos > 0:
+            prev = data.rfind(b"\n", max(0, pos - MAX_LINE_BYTES), pos)
+            before = self._line_time(data, prev + 1, pos)
+            if before is not None or prev < 0:
+                break
+            pos, limit = prev, limit - 1
+        pos, limit = end + 1, NEIGHBOUR_LINES
+        while limit > 0 and pos < len(data):
+            nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
+            stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
+            after = self._line_time(data, pos, stop)
+            if after is not None:
+                break
+            pos, limit = stop + 1, limit - 1
+        return before, after
 
     def build(self, data: bytes, start: int, end: int, line_no: int, hit_end: int) -> tuple[LogRecord, int]:
         # decode at most MAX_LINE_BYTES of a line, centred on the hit (a line can be gigabytes)
@@ -177,15 +210,8 @@ class _RecordBuilder:
         not_after = None
         if time is None and kind != "scheduler_record":
             # no time of its own: the nearest timed lines before and after bound it
-            for earlier in _back_lines(data, start, 40):
-                time = self.time_of(earlier)
-                if time is not None:
-                    inferred = True
-                    break
-            for later in _forward_lines(data, end + 1, 40):
-                not_after = self.time_of(later)
-                if not_after is not None:
-                    break
+            time, not_after = self.neighbour_times(data, start, end)
+            inferred = time is not None
         record = LogRecord(source=self.source, line=line_no, text=text, time=time, time_inferred=inferred,
                            time_not_after=not_after,
                            node=node, rank=rank, local_rank=local_rank, kind=kind, first_line=first_line,

@@ -21,6 +21,7 @@ _DMESG_T = re.compile(
 )
 _SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ")
 _GLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,9})\b")
+_CLOCK = re.compile(r"\d\d:\d\d:\d\d")  # every format above has one: most log lines are rejected by it alone
 
 
 def _fraction(text: str | None) -> int:
@@ -47,6 +48,8 @@ def _safe(year: int, month: int, day: int, h: int, mi: int, s: int, us: int, tz:
 def parse_time(text: str, reference_year: int) -> datetime | None:
     """The first absolute timestamp in `text`, or None."""
     head = text[:200]
+    if not _CLOCK.search(head):
+        return None
     m = _SYSLOG.match(head)
     if m and m.group(1).lower() in _MONTHS:
         return _safe(reference_year, _MONTHS[m.group(1).lower()], int(m.group(2)), int(m.group(3)),
