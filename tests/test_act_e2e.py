@@ -87,6 +87,7 @@ def test_user_code_exception_stops_without_restart(tmp_path: Path) -> None:
     assert len(of(events, "attempt_started")) == 1  # never re-run a KeyError
     (diag,) = of(events, "diagnosis")
     assert (diag.category.value, diag.subtype) == ("user_code", "python_exception")
+    assert diag.culprit_ranks == [1]  # the audit log names the rank, not only the node
     assert of(events, "decision")[0].action.value == "stop_and_notify"
     assert max(executed_steps(tmp_path)) == 3
     note = json.loads((tmp_path / "run" / "notification.json").read_text())

@@ -97,7 +97,7 @@ def test_persistent_gpu_fault_drains_the_node_and_the_job_completes_elsewhere(
     result, ex, events = _run(cluster, cli, tmp_path, ["sbatch", "-w", "n[1-2]", str(script)], policy)
     assert result.status == "succeeded", _explain(result, tmp_path)
     [diag] = _events(events, "diagnosis")
-    assert (diag.subtype, diag.culprit_nodes) == ("gpu_xid_79", ["n2"])
+    assert (diag.subtype, diag.culprit_nodes, diag.culprit_gpus) == ("gpu_xid_79", ["n2"], ["0000:3b:00"])
     [decision] = _events(events, "decision")
     assert decision.action is Action.DRAIN_AND_RESTART and decision.nodes == ["n2"]
     n2 = cli.show_node("n2")

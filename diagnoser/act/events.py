@@ -26,13 +26,14 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from diagnoser.models import Action, Category, DecidedBy
+from diagnoser.models import Action, Category, DecidedBy, Diagnosis
 
 AUDIT_SCHEMA = "audit/v1"
 log = logging.getLogger(__name__)
@@ -102,8 +103,19 @@ class DiagnosisMade(_Event):
     action: Action
     confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     culprit_nodes: list[str] = Field(default_factory=list)
+    culprit_ranks: list[int] = Field(default_factory=list)
+    culprit_gpus: list[str] = Field(default_factory=list)
     decided_by: DecidedBy = DecidedBy.RULE
     seconds: float = Field(default=0.0, ge=0)  # time spent diagnosing
+
+    @classmethod
+    def of(cls, verdict: Diagnosis, time: datetime, attempt: int | None, seconds: float) -> DiagnosisMade:
+        """The event for a verdict (the controller's and the Slurm hook's)."""
+        c = verdict.culprit
+        return cls(time=time, attempt=attempt, category=verdict.category, subtype=verdict.subtype,
+                   action=verdict.action, confidence=verdict.confidence, culprit_nodes=list(c.nodes),
+                   culprit_ranks=list(c.ranks), culprit_gpus=list(c.gpus), decided_by=verdict.decided_by,
+                   seconds=round(max(0.0, seconds), 3))
 
 
 class DecisionMade(_Event):

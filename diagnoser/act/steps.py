@@ -66,10 +66,7 @@ class StepsMixin:
         self.layout.diagnosis(d).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
         self.verdicts[a.n] = verdict
         self._fail_count(verdict.category.value)
-        self._emit(DiagnosisMade(time=self.clock.now(), attempt=a.n, category=verdict.category,
-                                 subtype=verdict.subtype, action=verdict.action, confidence=verdict.confidence,
-                                 culprit_nodes=list(verdict.culprit.nodes), decided_by=verdict.decided_by,
-                                 seconds=round(max(0.0, self.clock.monotonic() - t0), 3)))
+        self._emit(DiagnosisMade.of(verdict, self.clock.now(), a.n, self.clock.monotonic() - t0))
 
     def _verdict(self: Controller, a: AttemptState) -> Diagnosis:
         if a.n in self.verdicts:

@@ -153,9 +153,7 @@ def _handle(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, layout: RunLayout, a
     verdict = _diagnose(cli, rec, cfg, layout.logs(adir), triage_fn, offset)
     took = round(time.monotonic() - t0, 3)
     layout.diagnosis(adir).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
-    emit(DiagnosisMade(time=datetime.now(UTC), attempt=n, category=verdict.category, subtype=verdict.subtype,
-                       action=verdict.action, confidence=verdict.confidence,
-                       culprit_nodes=list(verdict.culprit.nodes), decided_by=verdict.decided_by, seconds=took))
+    emit(DiagnosisMade.of(verdict, datetime.now(UTC), n, took))
     d = decide(job_history(state, layout, rec.job_id), verdict, cfg.policy, datetime.now(UTC))
     action, reason = d.action, d.reason
     if d.needs_approval and action is not Action.ESCALATE:
