@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -24,20 +23,20 @@ class _LazyGroup(TyperGroup):
     """The feature areas' commands (run, slurm, incidents, bot, report ...) are imported only when
     one of them is asked for or listed: `diagnoser triage` does not pay for their imports."""
 
-    _features: click.Group | None = None
+    _features: TyperGroup | None = None  # (typer may vendor click: no click import here)
 
-    def _feature_group(self) -> click.Group:
+    def _feature_group(self) -> TyperGroup:
         if _LazyGroup._features is None:
             features = typer.Typer()
             _register_subcommands(features)
             _LazyGroup._features = typer.main.get_group(features)
         return _LazyGroup._features
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: typer.Context) -> list[str]:
         own = super().list_commands(ctx)
         return own + [n for n in self._feature_group().list_commands(ctx) if n not in own]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
         return super().get_command(ctx, cmd_name) or self._feature_group().get_command(ctx, cmd_name)
 
 
