@@ -78,15 +78,30 @@ class _Window:
     base_line: int = 1
 
 
-def _back_lines(data: bytes, start: int, limit: int) -> Iterator[str]:
-    """Clean lines ending just before offset `start` (a line start), nearest first, lazily."""
+def _back_spans(data: bytes, start: int, limit: int) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of the lines ending just before offset `start` (a line start), nearest first."""
     pos = start - 1  # the newline that ends the previous line
     while limit > 0 and pos > 0:
         prev = data.rfind(b"\n", max(0, pos - MAX_LINE_BYTES), pos)
-        yield clean_line(decode(data[prev + 1:pos]))
+        yield prev + 1, pos
         if prev < 0:
             return
         pos, limit = prev, limit - 1
+
+
+def _forward_spans(data: bytes, end: int, limit: int) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of the lines starting at offset `end`, nearest first."""
+    pos = end
+    while limit > 0 and pos < len(data):
+        nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
+        stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
+        yield pos, stop
+        pos, limit = stop + 1, limit - 1
+
+
+def _back_lines(data: bytes, start: int, limit: int) -> Iterator[str]:
+    """Clean lines ending just before offset `start` (a line start), nearest first, lazily."""
+    return (clean_line(decode(data[lo:hi])) for lo, hi in _back_spans(data, start, limit))
 
 
 def _lines_before(data: bytes, start: int, limit: int) -> list[str]:
@@ -108,12 +123,7 @@ def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
 
 def _forward_lines(data: bytes, end: int, limit: int) -> Iterator[str]:
     """Clean lines starting at offset `end`, lazily: callers usually stop at the first one."""
-    pos = end
-    while limit > 0 and pos < len(data):
-        nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
-        stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
-        yield clean_line(decode(data[pos:stop]))
-        pos, limit = stop + 1, limit - 1
+    return (clean_line(decode(data[lo:hi])) for lo, hi in _forward_spans(data, end, limit))
 
 
 def _lines_after(data: bytes, end: int, limit: int) -> list[str]:
@@ -145,22 +155,10 @@ class _RecordBuilder:
     def neighbour_times(self, data: bytes, start: int, end: int) -> tuple[datetime | None, datetime | None]:
         """The times of the nearest timed lines before the line at [start, end) and after it
         (within NEIGHBOUR_LINES each way)."""
-        before = after = None
-        pos, limit = start - 1, NEIGHBOUR_LINES
-        while limit > 0 and pos > 0:
-            prev = data.rfind(b"\n", max(0, pos - MAX_LINE_BYTES), pos)
-            before = self._line_time(data, prev + 1, pos)
-            if before is not None or prev < 0:
-                break
-            pos, limit = prev, limit - 1
-        pos, limit = end + 1, NEIGHBOUR_LINES
-        while limit > 0 and pos < len(data):
-            nl = data.find(b"\n", pos, pos + MAX_LINE_BYTES)
-            stop = nl if nl != -1 else min(len(data), pos + MAX_LINE_BYTES)
-            after = self._line_time(data, pos, stop)
-            if after is not None:
-                break
-            pos, limit = stop + 1, limit - 1
+        times_before = (self._line_time(data, lo, hi) for lo, hi in _back_spans(data, start, NEIGHBOUR_LINES))
+        times_after = (self._line_time(data, lo, hi) for lo, hi in _forward_spans(data, end + 1, NEIGHBOUR_LINES))
+        before = next((t for t in times_before if t is not None), None)
+        after = next((t for t in times_after if t is not None), None)
         return before, after
 
     def build(self, data: bytes, start: int, end: int, line_no: int, hit_end: int) -> tuple[LogRecord, int]:
