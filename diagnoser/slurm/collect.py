@@ -225,8 +225,7 @@ def collect_job(cli: SlurmCLI, job_id: str, out_dir: Path, opts: CollectOptions 
         collect_outputs(job, w, opts)
         # A COMPLETING record lists only the nodes still completing, and a run Slurm requeued
         # (launch failure, node failure) lists none: take every source of this run's nodes.
-        batch_host = [job.batch_host] if job.batch_host and job.batch_host != "(null)" else []
-        nodes = list(dict.fromkeys([*job.nodes, *opts.nodes, *result.run_nodes, *batch_host]))
+        nodes = list(dict.fromkeys([*job.nodes, *opts.nodes, *result.run_nodes, *expand_hostlist(job.batch_host)]))
         if opts.node_records and nodes:
             try:
                 for node in cli.show_nodes(nodes):
