@@ -55,11 +55,14 @@ _UNKNOWN_WORDS = ((re.compile(r"\bon rank \?"), "on an unidentified rank"), (re.
                   (re.compile(r"\bGPU \?"), "a GPU"), (re.compile(r"\b(on|of) \?"), r"\1 an unidentified node"))
 
 
+_UNKNOWN_PART = re.compile(r"(?:^|\s)\?(?:$|\s)")
+
+
 def tidy_unknowns(text: str) -> str:
     """A summary without "?" for what the evidence did not name: "on rank ? (?)" reads
     "on an unidentified rank", "(n2, GPU ?)" reads "(n2)"."""
     def keep_known(m: re.Match[str]) -> str:
-        parts = [p for p in m.group(1).split(", ") if not re.search(r"(?:^|\s)\?(?:$|\s)", p)]
+        parts = [p for p in m.group(1).split(", ") if not _UNKNOWN_PART.search(p)]
         return f" ({', '.join(parts)})" if parts else ""
 
     text = _PAREN.sub(keep_known, text)
