@@ -13,9 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -26,6 +24,7 @@ from string import Template
 from diagnoser.classify.guard import looks_like_instruction
 from diagnoser.classify.redact import redact
 from diagnoser.models import Action, Category, Diagnosis, LogRecord, SimilarIncident
+from diagnoser.shipped import shipped_dir
 
 MAX_LINE = 320  # characters of one evidence line in the prompt
 MAX_CONTEXT_LINES = 4  # traceback frames kept under an exception line
@@ -89,13 +88,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def prompts_dir() -> Path:
-    env = os.environ.get("DIAGNOSER_PROMPTS")
-    if env:
-        return Path(env)
-    checkout = Path(__file__).resolve().parents[2] / "prompts"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share" / "diagnoser" / "prompts"
+    return shipped_dir("prompts", "DIAGNOSER_PROMPTS")
 
 
 @dataclass(frozen=True)

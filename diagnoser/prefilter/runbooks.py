@@ -6,9 +6,7 @@ The library lives in `runbooks/` at the top of the project (installed under
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from functools import cached_property
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from diagnoser.models import Action, Category, Role
+from diagnoser.shipped import shipped_dir
 
 FIELD_NAMES = frozenset({"node", "rank", "local_rank", "gpu", "peer", "pid", "detail"})
 
@@ -102,13 +101,7 @@ def parse_runbook(path: Path) -> Runbook:
 
 def default_runbook_dir() -> Path:
     """Where the runbooks are: env, the source checkout, then the installed share dir."""
-    env = os.environ.get("DIAGNOSER_RUNBOOKS")
-    if env:
-        return Path(env)
-    checkout = Path(__file__).resolve().parents[2] / "runbooks"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share" / "diagnoser" / "runbooks"
+    return shipped_dir("runbooks", "DIAGNOSER_RUNBOOKS")
 
 
 def load_runbooks(directory: Path | None = None) -> list[Runbook]:
