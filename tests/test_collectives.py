@@ -1,6 +1,8 @@
 """Collateral-only failures: desync, silent ranks, stalled progress, outlier py-spy stacks."""
 
 import json
+
+import pytest
 from datetime import UTC, datetime, timedelta
 
 from typer.testing import CliRunner
@@ -63,6 +65,53 @@ Thread {pid} (active): "MainThread"
 Thread 99 (idle): "Thread-1 (_pin_memory_loop)"
     wait (threading.py:320)
 """
+
+
+# Recorded `py-spy dump --pid P` output of the supported versions (thread headers differ: 0.3.x prints
+# the thread id in hex; 0.4.x prints it in decimal and, run as root on some kernels, no thread name).
+PY_SPY_DUMPS = {
+    "0.3.14": """Process 4242: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F3A2B4C5740 (active): "MainThread"
+    stuck_in_io (hang_sample.py:6)
+    train_step (hang_sample.py:8)
+    <module> (hang_sample.py:9)
+Thread 0x7F3A1E7FC640 (idle): "Thread-1 (_pin_memory_loop)"
+    worker (hang_sample.py:3)
+""",
+    "0.4.3 named": """Process 30954: /root/.pyenv/versions/3.11.7/bin/python3 /tmp/hang_sample.py
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)
+
+Thread 30954 (idle): "MainThread"
+    stuck_in_io (hang_sample.py:6)
+    train_step (hang_sample.py:8)
+    <module> (hang_sample.py:9)
+Thread 30996 (idle): "Thread-1 (_pin_memory_loop)"
+    worker (hang_sample.py:3)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+""",
+    "0.4.3 unnamed": """Process 11340: /usr/bin/python3 /tmp/hang_sample.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 11340 (idle)
+    stuck_in_io (hang_sample.py:6)
+    train_step (hang_sample.py:8)
+    <module> (hang_sample.py:9)
+Thread 11341 (idle)
+    worker (hang_sample.py:3)
+    Thread.run (threading.py:982)
+""",
+}
+
+
+@pytest.mark.parametrize("version", PY_SPY_DUMPS)
+def test_every_py_spy_format_gives_the_main_threads_stack(version):
+    s = main_stack(PY_SPY_DUMPS[version])
+    assert s is not None and s.first_line == 4, version
+    assert s.frames == ("stuck_in_io (hang_sample.py)", "train_step (hang_sample.py)", "<module> (hang_sample.py)")
 
 
 def test_py_spy_dump_parsing():
