@@ -1,10 +1,9 @@
 """Collateral-only failures: desync, silent ranks, stalled progress, outlier py-spy stacks."""
 
 import json
-
-import pytest
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from typer.testing import CliRunner
 
 from diagnoser.cli import app
