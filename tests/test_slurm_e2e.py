@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,30 @@ def test_starts_are_idempotent_across_a_controller_restart(cluster: SlurmCluster
     assert spec1.log_path.read_text() == "step 0\n" and spec2.log_path.read_text() == "step 1\n"
     assert (run / "slurm" / "attempt.env").read_text() == "export DIAGNOSER_ATTEMPT=2\n"
     assert cli.run("squeue", "-h").stdout.strip() == ""  # nothing submitted twice, nothing left running
+
+
+def test_the_jobs_own_output_is_evidence_even_without_the_console(cluster: SlurmCluster, cli: SlurmCLI,
+                                                                  tmp_path: Path) -> None:
+    """The console copy of a run can be missing (a run that ended before the console caught up, a
+    controller restart): the collection then copies this run's slice of the batch output itself."""
+    from diagnoser.act.executors import AttemptSpec
+
+    run = tmp_path / "run"
+    command = ("sbatch", "-N1", "--wrap", "echo run ${SLURM_RESTART_COUNT:-0}; echo 'KeyError: lr' >&2; exit 1")
+    ex = SlurmExecutor(run, cli, poll_s=0.3)
+    for n in (1, 2):
+        spec = AttemptSpec(n, command, run / f"attempt-00{n}" / "console.log", {"DIAGNOSER_ATTEMPT": str(n)})
+        h = ex.start(spec)
+        deadline = time.monotonic() + 30
+        while not h.ended() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert h.ended(), h.note
+    spec.log_path.unlink()  # the second run's console is lost
+    out = run / "attempt-002" / "logs"
+    ex.collect_kernel(datetime.now(UTC) - timedelta(minutes=5), out)
+    manifest = json.loads((out / ".collect.json").read_text())
+    job = manifest["job_id"]
+    assert manifest["console"]["batch_output_copied"] and f"slurm-{job}.out" in manifest["files"], manifest
+    copied = (out / f"slurm-{job}.out").read_text()
+    assert copied == "run 1\nKeyError: lr\n"  # this run only, not the first run's lines
+    assert f"slurm-{job}.handle.txt" in manifest["files"]

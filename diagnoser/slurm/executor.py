@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from diagnoser.act.executors import AttemptSpec, Executor, Handle, Placement
-from diagnoser.slurm.collect import CollectOptions, collect_job
+from diagnoser.slurm.collect import MANIFEST, CollectOptions, collect_job
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
 from diagnoser.slurm.drain import DrainGuard, drain_nodes, drain_reason, subtype_from
 from diagnoser.slurm.handle import FailedStart, SlurmHandle
@@ -246,8 +246,8 @@ class SlurmExecutor(Executor):
     # ------------------------------------------------------------------------- collection
     def collect_kernel(self, since: datetime, out_dir: Path) -> str:
         """Everything Slurm knows about this run of the job (record, completion log, nodes, task
-        outputs, kernel logs) into the attempt's log dir for the triage; the batch output is
-        already there (the console)."""
+        outputs, kernel logs, why the handle ended it) into the attempt's log dir for the triage; the
+        batch output is there through the console, or copied here when the console has none of it."""
         if self.handle is None:
             return "slurm: no job"
         deadline = time.monotonic() + self.settle_s  # the final state (TIMEOUT, NODE_FAIL ...) and NodeList
@@ -255,10 +255,24 @@ class SlurmExecutor(Executor):
         while rec is not None and rec.state == "COMPLETING" and time.monotonic() < deadline:
             time.sleep(0.25)
             rec = self.cli.show_job(self.handle.job_id)
-        opts = CollectOptions(kernel=self.kernel, task_output=self.task_output, since=since, batch_output=False,
-                              nodes=tuple(self.handle.nodes_seen))
+        self.handle.pump(final=True)
+        # The job's own output is evidence whatever happened to the console copy (a run that ended
+        # before the console caught up, a pattern resolved late): without console bytes for this
+        # run, the collection copies this run's slice of StdOut/StdErr itself.
+        console_empty = not self.handle.console.is_file() or self.handle.console.stat().st_size == 0
+        offset = min(self.handle.start_offsets, default=0)
+        opts = CollectOptions(kernel=self.kernel, task_output=self.task_output, since=since,
+                              batch_output=console_empty, output_offset=offset, nodes=tuple(self.handle.nodes_seen))
         result = collect_job(self.cli, self.handle.job_id, out_dir, opts)
-        self.last_collect = result.manifest()
+        if self.handle.note:  # why the attempt ended, as the handle saw it (e.g. a requeue Slurm did itself)
+            (out_dir / f"slurm-{self.handle.job_id}.handle.txt").write_text(
+                f"diagnoser slurm handle: {self.handle.note}\n", encoding="utf-8")
+            result.files.append(f"slurm-{self.handle.job_id}.handle.txt")
+        console = self.handle.console
+        self.last_collect = result.manifest() | {"console": {
+            "path": str(console), "bytes": 0 if console_empty else console.stat().st_size,
+            "batch_output_copied": console_empty}}
+        (out_dir / MANIFEST).write_text(json.dumps(self.last_collect, indent=1) + "\n", encoding="utf-8")
         return f"slurm: {len(result.files)} files in {result.seconds:.2f} s" + (
             f"; {'; '.join(result.notes)}" if result.notes else "")
 

@@ -33,6 +33,7 @@ class SlurmHandle(Handle):
         self.attempt = attempt
         self.console = console
         self.outputs = outputs  # [[path or pattern, offset], ...]
+        self.start_offsets = [int(e[1]) for e in outputs]  # where this run's output begins in each file
         self.restarts = restarts  # the job's Restarts when this attempt began
         self.poll_s = poll_s
         self.rec: JobRecord | None = None
