@@ -70,6 +70,17 @@ def _from_seed(signature: str, k: int) -> list[tuple[Incident, float]]:
     return [(by_key[key], s) for key, s in index.search(signature, k)]
 
 
+def use_seed(incidents: list[Incident] | None) -> None:
+    """Answer from these incidents instead of the shipped seed (None: the shipped seed again).
+    For evaluation, e.g. a memory with one source repository's cases held out."""
+    global _seed
+    if incidents is None:
+        _seed = None
+        return
+    by_key = {i.id or i.origin: i for i in incidents}
+    _seed = (LexicalIndex.build((key, i.signature) for key, i in by_key.items()), by_key)
+
+
 def neighbours(evidence_text: str, k: int = 5, store_path: Path | None = None) -> list[tuple[Incident, float]]:
     """The `k` past incidents most similar to the evidence, with their scores (best first)."""
     try:

@@ -1,0 +1,161 @@
+"""Held-out accuracy: the development set and the real-incident corpus, leave-one-source-repo-out.
+
+The corpus (`diagnoser/data/corpus/*.jsonl`) is the seed incident memory. Scoring it with itself in
+memory would only measure recall of what was seen, so each case is triaged with a memory built from
+the corpus *minus every case of its own source repository* (leave-one-repo-out, LORO). The rules
+(runbooks and the vendor catalogs in `diagnoser/data/catalog/`) come from published vocabularies,
+not from corpus cases, so they stay. The development set (`../shared/bench/*.jsonl`) is triaged
+with the whole corpus in memory (it shares no thread with the corpus).
+
+Reported side by side: category and action-family accuracy, the share decided by each stage
+(rule: a specific runbook or catalog entry; fallback: a generic class such as a bare exception,
+errno or signal; collectives: the hang/desync analysis; retrieval; none), the confusion
+matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one.
+
+    python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--show-misses] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from rich.progress import Progress
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from accuracy import CATEGORIES, EXPECTED_FAMILY, FAMILIES, FILE_FOR_KIND, OUR_FAMILY, matrix, print_matrix  # noqa: E402
+
+from diagnoser.retrieve import api  # noqa: E402
+from diagnoser.retrieve.corpus import CorpusCase, corpus_incidents, load_corpus  # noqa: E402
+from diagnoser.triage import triage  # noqa: E402
+
+FALLBACK_PRIORITY = 40  # rules below this priority are generic classes (see prefilter/catalog.py)
+STAGES = ["rule", "fallback", "collectives", "retrieval", "none"]
+
+
+def stage_of(verdict: dict, priorities: dict[str, int]) -> str:
+    if verdict["decided_by"] != "rule":
+        return verdict["decided_by"] if verdict["decided_by"] in STAGES else "none"
+    rule = verdict.get("rule") or ""
+    if rule.startswith("collectives"):
+        return "collectives"
+    return "fallback" if priorities.get(rule, 100) < FALLBACK_PRIORITY else "rule"
+
+
+def predict(log: str, log_kind: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / FILE_FOR_KIND.get(log_kind, "stderr.log")
+        f.write_text(log + "\n", encoding="utf-8")
+        return triage([tmp], workers=1).to_json_dict()
+
+
+def culprit_hit(label: str | None, verdict: dict) -> bool | None:
+    """None: the verdict names no node; else whether the labelled culprit mentions a named node."""
+    nodes = verdict["culprit"]["nodes"]
+    if not nodes:
+        return None
+    return bool(label) and any(n.lower() in label.lower() for n in nodes)
+
+
+def score(name: str, rows: list[dict], show_misses: bool) -> dict:
+    n = len(rows)
+    cat_pairs = [(r["truth_category"], r["category"]) for r in rows]
+    act_pairs = [(r["truth_family"], r["family"]) for r in rows]
+    cat_acc = sum(t == p for t, p in cat_pairs) / n
+    act_acc = sum(t == p for t, p in act_pairs) / n
+    stages = Counter(r["stage"] for r in rows)
+    stage_acc = {s: (sum(r["category"] == r["truth_category"] for r in rows if r["stage"] == s), stages[s])
+                 for s in STAGES if stages[s]}
+    unknown = sum(r["category"] == "unknown" for r in rows) / n
+    named = [r for r in rows if r["culprit_hit"] is not None]
+    precision = sum(r["culprit_hit"] for r in named) / len(named) if named else None
+    labelled = [r for r in rows if r["truth_culprit_in_log"]]
+    recall = sum(bool(r["culprit_hit"]) for r in labelled) / len(labelled) if labelled else None
+    print(f"\n== {name}: {n} cases   category {cat_acc:.1%}   action family {act_acc:.1%}   unknown {unknown:.1%}")
+    print("decided by: " + ", ".join(f"{s} {c}/{stages[s]} right" for s, (c, _) in stage_acc.items()))
+    print(f"culprit nodes named in {len(named)} cases, precision "
+          f"{'n/a' if precision is None else f'{precision:.1%}'}; recall on {len(labelled)} labelled "
+          f"{'n/a' if recall is None else f'{recall:.1%}'}")
+    cat_m, act_m = matrix(cat_pairs, CATEGORIES), matrix(act_pairs, FAMILIES)
+    print_matrix("category", cat_m, CATEGORIES)
+    print_matrix("action family", act_m, FAMILIES)
+    if show_misses:
+        print("\nmisses: id | truth | predicted (subtype, stage)")
+        for r in rows:
+            if r["category"] != r["truth_category"] or r["family"] != r["truth_family"]:
+                print(f"  {r['id']} | {r['truth_category']}/{r['truth_family']} | {r['category']}/{r['family']} "
+                      f"({r['subtype']}, {r['stage']})")
+    return {"cases": n, "category_accuracy": cat_acc, "action_family_accuracy": act_acc, "unknown_rate": unknown,
+            "stages": dict(stages), "stage_correct": {s: c for s, (c, _) in stage_acc.items()},
+            "culprit_precision": precision, "culprit_named": len(named), "culprit_recall": recall,
+            "category_matrix": {"labels": CATEGORIES, "matrix": cat_m},
+            "action_matrix": {"labels": FAMILIES, "matrix": act_m},
+            "rows": rows}
+
+
+def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict:
+    label = case.culprit
+    return {"id": case.id, "repo": case.source_repo, "truth_category": case.category,
+            "truth_family": EXPECTED_FAMILY[case.expected_action], "category": verdict["category"],
+            "family": OUR_FAMILY[verdict["action"]], "subtype": verdict["subtype"],
+            "stage": stage_of(verdict, priorities), "rule": verdict.get("rule"),
+            "culprit_hit": culprit_hit(label, verdict),
+            "truth_culprit_in_log": bool(label) and any(tok in case.log for tok in label.split()[:1])}
+
+
+def run(cases: list[CorpusCase], memory_for, priorities: dict[str, int], title: str) -> list[dict]:
+    rows = []
+    with Progress(transient=True) as bar:
+        task = bar.add_task(title, total=len(cases))
+        for case in cases:
+            api.use_seed(memory_for(case))
+            rows.append(row_for(case, predict(case.log, case.log_kind), priorities))
+            bar.advance(task)
+    api.use_seed(None)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
+    parser.add_argument("--dev", type=Path, default=ROOT.parent / "shared" / "bench")
+    parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    args = parser.parse_args()
+    # an empty store location: the (replaced) seed answers, never this machine's own store
+    os.environ["DIAGNOSER_STORE"] = tempfile.mkdtemp(prefix="corpus-eval-store-")
+    from diagnoser.prefilter.runbooks import load_runbooks
+
+    priorities = {b.id: b.priority for b in load_runbooks()}
+    corpus = load_corpus(args.corpus)
+    if not corpus:
+        print(f"no corpus cases in {args.corpus}", file=sys.stderr)
+        return 1
+    by_repo: dict[str, list[CorpusCase]] = defaultdict(list)
+    for case in corpus:
+        by_repo[case.source_repo].append(case)
+    memories = {repo: corpus_incidents([c for c in corpus if c.source_repo != repo]) for repo in by_repo}
+    results = {}
+    dev = load_corpus(args.dev, require_repo=False) if args.dev.is_dir() else []
+    if dev:
+        full = corpus_incidents(corpus)
+        results["development set"] = score("development set (whole corpus in memory)",
+                                           run(dev, lambda c: full, priorities, "dev set"), args.show_misses)
+    results["corpus LORO"] = score(f"corpus, leave-one-repo-out ({len(by_repo)} repositories)",
+                                   run(corpus, lambda c: memories[c.source_repo], priorities, "corpus"),
+                                   args.show_misses)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "corpus_eval.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    loro = results["corpus LORO"]["category_matrix"]
+    (args.out / "confusion_category.json").write_text(json.dumps(loro), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
