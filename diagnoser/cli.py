@@ -84,7 +84,9 @@ def triage_command(
         sys.stdout.write(json.dumps(diagnosis.to_json_dict(), ensure_ascii=False) + "\n")
         return
     books = {b.id: b for b in load_runbooks(runbooks)}
-    book = next((b for b in books.values() if diagnosis.runbook and b.path == diagnosis.runbook), None)
+    # the on-call text: the runbook the verdict points at (a catalog entry may point at one too)
+    book = next((b for b in books.values() if b.catalog is None and diagnosis.runbook and b.path == diagnosis.runbook),
+                None)
     render(diagnosis, book, Console())
 
 

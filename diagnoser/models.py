@@ -148,6 +148,7 @@ class Diagnosis(Frozen):
     first_failure: FirstFailure | None = None
     similar_incidents: list[SimilarIncident] = Field(default_factory=list)
     decided_by: DecidedBy = DecidedBy.RULE
+    rule: str | None = None  # which rule decided: a runbook id, a catalog entry (`nvidia-xid.79`), `collectives.hang`
     runbook: str | None = None
     collateral: dict[str, int] = Field(default_factory=dict)  # runbook id -> count
     notes: list[str] = Field(default_factory=list)

@@ -129,10 +129,35 @@ def stalled_progress(tails: dict[int, RankTail]) -> Finding | None:
                    f"{ahead.progress.step}", sorted(behind), nodes, evidence)
 
 
+WAITING = frozenset({"nccl-collective-timeout"})  # every rank that reports this was waiting for another
+_DEAD_PEER = re.compile(r"peer|remote")  # collateral classes that say a peer died (connection closed by peer ...)
+
+
+def waited_on_a_busy_rank(collateral: list[SignatureMatch]) -> Finding | None:
+    """Ranks timed out in a collective and nothing says a peer died or a part failed.
+
+    A dead GPU, node or link leaves traces (Xid, ECC, "connection closed by peer", an IB completion
+    error) that would have fired a root signature or a dead-peer collateral one. Without any, the
+    usual cause is in the job: one rank busy outside the collective (rank 0 evaluating, saving or
+    preprocessing while the others wait) or ranks that diverged. Weak on purpose: a low-confidence
+    user-code verdict is restarted by `diagnoser run`, and retrieval or an LLM may overrule it."""
+    waiting = [m for m in collateral if m.runbook_id in WAITING]
+    if not waiting or any(_DEAD_PEER.search(m.runbook_id) for m in collateral):
+        return None
+    ranks = sorted({r for m in waiting if (r := _rank_of(m)) is not None})
+    who = f" on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}" if ranks else ""
+    return Finding("collective_timeout_busy_rank", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.5,
+                   f"{len(waiting)} collective timeout(s){who} and nothing reports a dead peer, a faulty part or "
+                   "a network error: a rank was most likely busy outside the collective (evaluation, checkpoint "
+                   "saving or data preprocessing on one rank) or the ranks diverged", [], [],
+                   [_ev(m) for m in waiting[:3]])
+
+
 def analyse(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nranks: int | None,
             stacks: Finding | None = None) -> Finding | None:
     """The strongest explanation of a collateral-only failure, or None."""
-    for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails)):
+    for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails),
+                    waited_on_a_busy_rank(timeouts)):
         if finding is not None:
             return finding
     return None

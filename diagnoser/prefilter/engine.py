@@ -22,8 +22,29 @@ try:  # Hyperscan ships manylinux wheels for x86_64 only
 except ImportError:  # pragma: no cover - exercised on other platforms
     hyperscan = None
 
-ENGINE_VERSION = "hs-prefilter-2"  # bump when to_hyperscan changes: it keys the compiled-database cache
+ENGINE_VERSION = "hs-prefilter-3"  # bump when to_hyperscan changes: it keys the compiled-database cache
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+_LOOKAROUND_START = re.compile(r"\(\?<?[=!]")
+
+
+def drop_lookarounds(pattern: str) -> str:
+    """The pattern without its lookahead/lookbehind groups (nested groups inside them included):
+    Hyperscan has none, and dropping one only widens the prefilter; Python `re` confirms the line."""
+    out, i = [], 0
+    while (m := _LOOKAROUND_START.search(pattern, i)) is not None:
+        out.append(pattern[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(pattern) and depth:
+            c = pattern[j]
+            if c == "\\":
+                j += 2
+                continue
+            depth += c == "("
+            depth -= c == ")"
+            j += 1
+        i = j
+    out.append(pattern[i:])
+    return "".join(out)
 # A trailing `.*`, `.+` or open-ended group adds nothing to *finding* the line but makes Hyperscan
 # report one match per following character; the hit line is re-read with Python `re` anyway.
 _OPEN_TAIL = re.compile(r"(?:\((?:\?P<\w+>|\?:)?\.[*+]\??\)|\.[*+]\??)\$?$")
@@ -44,7 +65,7 @@ def to_hyperscan(pattern: str) -> tuple[bytes, int]:
     trimmed = _OPEN_TAIL.sub("", pattern)
     while trimmed != pattern and trimmed:
         pattern, trimmed = trimmed, _OPEN_TAIL.sub("", trimmed)
-    pattern = pattern.replace(r"\b", "")
+    pattern = drop_lookarounds(pattern.replace(r"\b", ""))
     return _NAMED_GROUP.sub("(", pattern).encode("utf-8"), flags
 
 

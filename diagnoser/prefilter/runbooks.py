@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -49,6 +50,16 @@ class Runbook(BaseModel):
     examples: Examples = Field(default_factory=Examples)
     body: str = ""
     path: str = ""
+    catalog: str | None = None  # the published vocabulary (data/catalog/*.yaml) this rule came from
+    # what the failure can be attributed to: a node (hardware, a broken node stack), a rank (the job's
+    # code on one rank), or nothing narrower than the job (preemption, DNS, NaN loss, a cancellation)
+    scope: Literal["node", "rank", "job"] | None = None
+
+    @property
+    def culprit_scope(self) -> str:
+        if self.scope:
+            return self.scope
+        return "rank" if self.category in (Category.USER_CODE, Category.UNKNOWN) else "node"
 
     @field_validator("signatures")
     @classmethod
@@ -104,8 +115,9 @@ def default_runbook_dir() -> Path:
     return shipped_dir("runbooks", "DIAGNOSER_RUNBOOKS")
 
 
-def load_runbooks(directory: Path | None = None) -> list[Runbook]:
-    """Load and validate every `*.md` runbook of a directory (sorted by id)."""
+def load_runbooks(directory: Path | None = None, catalogs: bool = True) -> list[Runbook]:
+    """Every `*.md` runbook of a directory (sorted by id), then the rules of the shipped failure
+    catalogs (`prefilter/catalog.py`) that no runbook overrides by id."""
     directory = directory or default_runbook_dir()
     if not directory.is_dir():
         raise RunbookError(f"runbook directory not found: {directory} (set DIAGNOSER_RUNBOOKS)")
@@ -117,4 +129,8 @@ def load_runbooks(directory: Path | None = None) -> list[Runbook]:
         seen[book.id] = book.path
     if not books:
         raise RunbookError(f"no runbooks in {directory}")
+    if catalogs:
+        from diagnoser.prefilter.catalog import load_catalog_rules  # the catalog builds on this module
+
+        books += load_catalog_rules(books)
     return books

@@ -98,6 +98,16 @@ def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str
     return "; collateral: " + ", ".join(parts)
 
 
+def scoped(culprit: Culprit, scope: str) -> Culprit:
+    """Name only what the failure can be attributed to: no node for a job-wide or external failure
+    (preemption, DNS, a cancellation, NaN loss), a rank's node only when the rank is known."""
+    if scope == "job":
+        return Culprit()
+    if scope == "rank" and not culprit.ranks:
+        return culprit.model_copy(update={"nodes": []})
+    return culprit
+
+
 def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file_counts: Counter[str],
                  weak: list[Event], stats: ScanStats, warnings: list[InputWarning]) -> Diagnosis:
     """The verdict of the rule stage (category `unknown` when nothing matched)."""
@@ -109,7 +119,7 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
         return _no_signature(weak, stats, warnings, notes)
     book = books[d.root.runbook_id]
     hardware = book.category == Category.HARDWARE
-    culprit = locate(d.supporting, topo, hardware=hardware)
+    culprit = scoped(locate(d.supporting, topo, hardware=hardware), book.culprit_scope)
     confidence = book.confidence
     close = [m for m in d.competing if d.root.priority - m.priority < CLOSE_PRIORITY]
     if close:
@@ -135,7 +145,7 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
         confidence=round(min(1.0, confidence), 3), culprit=culprit, root_cause=root_cause,
         evidence=_dedupe(evidence)[:MAX_EVIDENCE],
         first_failure=FirstFailure(source=rec.source, line=rec.line, time=rec.time),
-        decided_by=DecidedBy.RULE, runbook=book.path, collateral=counts, notes=notes,
+        decided_by=DecidedBy.RULE, rule=book.id, runbook=book.path, collateral=counts, notes=notes,
         warnings=warnings, stats=stats,
     )
 
@@ -151,7 +161,7 @@ def finding_verdict(f: Finding, d: Demarcation, books: dict[str, Runbook], file_
         confidence=f.confidence, culprit=Culprit(nodes=f.nodes, ranks=f.ranks),
         root_cause=f.root_cause + _collateral_clause(counts, books), evidence=_dedupe(f.evidence)[:MAX_EVIDENCE],
         first_failure=FirstFailure(source=first.source, line=first.line), decided_by=DecidedBy.RULE,
-        runbook=book.path if book else None, collateral=counts,
+        rule=f"collectives.{f.subtype}", runbook=book.path if book else None, collateral=counts,
         notes=["decided by the collective/progress analysis: no root-cause signature fired"],
         warnings=warnings, stats=stats,
     )

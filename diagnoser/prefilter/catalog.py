@@ -1,0 +1,173 @@
+"""Failure vocabularies published by vendors and projects, kept as data tables.
+
+Each `diagnoser/data/catalog/*.yaml` file is one published vocabulary (NVIDIA's Xid catalog, CUDA's
+error enum, NCCL's result codes, errno, Slurm job states, ...) with the document it was taken
+from. A table is either *keyed* (one line shape, many codes: `template` holds `{key}`) or
+*phrases* (each entry brings its own patterns). Every entry becomes a rule the engine matches
+alongside the hand-written runbooks; an entry that names a `runbook` points the verdict at that
+runbook's on-call text.
+
+    id: nvidia-xid
+    title: NVIDIA Xid errors
+    source: "NVIDIA, Xid Errors (https://docs.nvidia.com/deploy/xid-errors/), r575"
+    kind: keyed
+    template: 'NVRM: Xid \\((?:PCI:)?(?P<gpu>[0-9a-fA-F:]+)\\): {key}\\b'
+    defaults: {priority: 80, confidence: 0.85, category: hardware, action: drain_and_restart}
+    entries:
+      - key: 79
+        title: GPU has fallen off the bus
+        subtype: gpu_xid_79
+        runbook: gpu-xid-79
+        examples: ['NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.']
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from diagnoser.models import Action, Category, Role
+from diagnoser.prefilter.runbooks import Examples, Runbook, RunbookError
+
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "catalog"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+class Entry(BaseModel):
+    """One code or phrase of a vocabulary and what it means for a training job."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str | None = None
+    id: str | None = None  # a phrase entry's id (default: from its title)
+    patterns: list[str] = Field(default_factory=list)
+    title: str
+    category: Category | None = None
+    subtype: str | None = None
+    action: Action | None = None
+    role: Role | None = None
+    priority: int | None = Field(default=None, ge=0, le=100)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    severity: str | None = None
+    scope: str | None = None
+    runbook: str | None = None
+    source: str | None = None  # overrides the table's source for this entry
+    note: str = ""  # the documented cause / operator action, in the source's words where possible
+    examples: list[str] = Field(default_factory=list)
+    no_match: list[str] = Field(default_factory=list)
+
+
+class Catalog(BaseModel):
+    """One published failure vocabulary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    source: str = Field(min_length=10)
+    kind: str = Field(pattern="^(keyed|phrases)$")
+    template: str | None = None
+    extractors: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""  # format string; {title} and the match's named groups are filled in
+    defaults: dict = Field(default_factory=dict)
+    entries: list[Entry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Catalog:
+        if self.kind == "keyed":
+            if not self.template or "{key}" not in self.template:
+                raise ValueError("a keyed catalog needs a template containing {key}")
+            missing = [e.title for e in self.entries if e.key is None]
+            if missing:
+                raise ValueError(f"keyed entries without key: {missing[:3]}")
+        else:
+            missing = [e.title for e in self.entries if not e.patterns]
+            if missing:
+                raise ValueError(f"phrase entries without patterns: {missing[:3]}")
+        return self
+
+
+def _entry_id(catalog: Catalog, entry: Entry) -> str:
+    tail = entry.id or (entry.key if entry.key is not None else entry.title[:60])
+    return f"{catalog.id}.{_SLUG.sub('-', str(tail).lower()).strip('-')}"
+
+
+def _signatures(catalog: Catalog, entry: Entry) -> list[str]:
+    if catalog.kind == "phrases":
+        return list(entry.patterns)
+    assert catalog.template is not None and entry.key is not None
+    return [catalog.template.replace("{key}", re.escape(entry.key)), *entry.patterns]
+
+
+def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: dict[str, str]) -> Runbook:
+    """The rule an entry becomes; fields fall back to the table's defaults."""
+    d = catalog.defaults
+
+    def pick(name: str, fallback: object = None) -> object:
+        value = getattr(entry, name)
+        return value if value is not None else d.get(name, fallback)
+
+    source = entry.source or catalog.source
+    summary = (catalog.summary or "{title}").replace("{title}", entry.title.replace("{", "{{").replace("}", "}}"))
+    path = runbook_paths.get(entry.runbook or "", f"catalog/{file_name}")
+    return Runbook(
+        id=_entry_id(catalog, entry), title=entry.title, category=pick("category"),
+        subtype=pick("subtype") or _SLUG.sub("_", f"{catalog.id}_{entry.key}".lower()).strip("_"),
+        action=pick("action"), role=pick("role", Role.ROOT), severity=pick("severity", "medium"),
+        priority=pick("priority"), confidence=pick("confidence"), scope=pick("scope"),
+        signatures=_signatures(catalog, entry),
+        extractors=catalog.extractors, summary=summary,
+        examples=Examples(match=entry.examples, no_match=entry.no_match),
+        body=f"{entry.note}\n\nSource: {source}".strip(), path=path, catalog=f"catalog/{file_name}",
+    )
+
+
+def parse_catalog(path: Path) -> Catalog:
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+    except (OSError, yaml.YAMLError) as exc:
+        raise RunbookError(f"{path}: not a readable YAML catalog: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise RunbookError(f"{path}: a catalog must be a mapping")
+    for entry in raw.get("entries") or []:
+        if isinstance(entry, dict) and entry.get("key") is not None:
+            entry["key"] = str(entry["key"])  # `key: 79` in YAML is an int
+    try:
+        return Catalog(**raw)
+    except (ValidationError, TypeError) as exc:
+        raise RunbookError(f"{path}: {exc}") from exc
+
+
+@lru_cache(maxsize=4)
+def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...]) -> tuple[Runbook, ...]:
+    paths = dict(runbook_paths)
+    out: list[Runbook] = []
+    for file in sorted(directory.glob("*.yaml")):
+        catalog = parse_catalog(file)
+        for entry in catalog.entries:
+            try:
+                out.append(to_runbook(catalog, entry, file.name, paths))
+            except (ValidationError, TypeError) as exc:
+                raise RunbookError(f"{file}: entry {entry.title!r}: {exc}") from exc
+    return tuple(out)
+
+
+def load_catalog_rules(runbooks: list[Runbook], directory: Path | None = None) -> list[Runbook]:
+    """Every catalog entry as a rule; entries whose id a runbook already uses are skipped."""
+    directory = directory or CATALOG_DIR
+    if not directory.is_dir():
+        return []
+    paths = tuple(sorted((b.id, b.path) for b in runbooks))
+    taken = {b.id for b in runbooks}
+    rules = [r for r in _load(directory, paths) if r.id not in taken]
+    seen: dict[str, str] = {}
+    for r in rules:
+        if r.id in seen:
+            raise RunbookError(f"duplicate catalog entry id {r.id!r} ({r.path})")
+        seen[r.id] = r.path
+    return rules

@@ -1,0 +1,68 @@
+"""The vendor failure catalogs (diagnoser/data/catalog/*.yaml): every table names its source, every
+entry proves itself on a realistic line, and the catalog adds verdicts without overruling runbooks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from diagnoser.models import Category
+from diagnoser.prefilter.catalog import CATALOG_DIR, load_catalog_rules, parse_catalog
+from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
+
+RULES = load_runbooks()
+CATALOG = [r for r in RULES if r.catalog]
+FILES = sorted(CATALOG_DIR.glob("*.yaml"))
+
+
+def winner(line: str):
+    hits = [r for r in RULES if any(p.search(line) for p in r.compiled)]
+    return max(hits, key=lambda r: r.priority) if hits else None
+
+
+def test_the_catalogs_cover_the_published_vocabularies():
+    assert len(CATALOG) >= 300
+    by_file = Counter(r.catalog for r in CATALOG)
+    for name in ("nvidia-xid.yaml", "cuda-errors.yaml", "nccl.yaml", "linux-errno-signals.yaml", "schedulers.yaml"):
+        assert by_file[f"catalog/{name}"] >= 10, by_file
+    cats = Counter(r.category for r in CATALOG)
+    assert cats[Category.HARDWARE] >= 40 and cats[Category.INFRA] >= 40 and cats[Category.USER_CODE] >= 40
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_table_names_its_source(path: Path):
+    catalog = parse_catalog(path)
+    assert "http" in catalog.source or any("http" in (e.source or "") for e in catalog.entries), catalog.source
+
+
+@pytest.mark.parametrize("rule", CATALOG, ids=lambda r: r.id)
+def test_each_entry_matches_its_examples_and_its_class_decides(rule):
+    assert rule.examples.match, f"{rule.id} has no example line"
+    for line in rule.examples.match:
+        assert any(p.search(line) for p in rule.compiled), f"{rule.id} does not match its example {line!r}"
+        top = winner(line)
+        assert (top.category, top.action) == (rule.category, rule.action), (
+            f"{line!r}: {rule.id} says {rule.category}/{rule.action}, {top.id} wins with {top.category}/{top.action}")
+    for line in rule.examples.no_match:
+        assert not any(p.search(line) for p in rule.compiled), f"{rule.id} matches its no_match line {line!r}"
+
+
+def test_a_runbook_overrides_a_catalog_entry_by_id(tmp_path: Path):
+    books = load_runbooks(catalogs=False)
+    some = CATALOG[0]
+    clash = books[0].model_copy(update={"id": some.id})
+    ids = [r.id for r in load_catalog_rules([clash, *books])]
+    assert some.id not in ids and len(ids) == len(CATALOG) - 1
+
+
+def test_a_broken_catalog_names_the_file(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: x\ntitle: t\nsource: 'somewhere, 2025'\nkind: keyed\ntemplate: 'no key here'\n"
+                   "entries: [{key: 1, title: one}]\n")
+    with pytest.raises(RunbookError, match="bad.yaml"):
+        parse_catalog(bad)
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(RunbookError, match="mapping"):
+        parse_catalog(bad)
