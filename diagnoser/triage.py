@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
@@ -21,6 +22,9 @@ from diagnoser.prefilter.demarcate import Demarcation, demarcate
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
 from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
+
+if TYPE_CHECKING:
+    from diagnoser.retrieve.incident import Incident
 
 
 def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
@@ -132,6 +136,9 @@ def analyse(
     return Analysis(with_retrieval(verdict), d, scan, books)
 
 
+SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what masking kept (paths, names)
+
+
 def with_retrieval(verdict: Diagnosis) -> Diagnosis:
     """Attach similar past incidents; when no rule decided, a confident neighbour vote decides.
 
@@ -146,6 +153,16 @@ def with_retrieval(verdict: Diagnosis) -> Diagnosis:
         return verdict
     near = neighbours(text)  # one search serves both the list and the vote
     update: dict = {"similar_incidents": [inc.similar(score) for inc, score in near]}
+    correction = person_corrected(text, near)
+    if correction is not None and (correction.category, correction.action) != (verdict.category, verdict.action):
+        who = f" by {correction.confirmed_by}" if correction.confirmed_by else ""
+        return verdict.model_copy(update=update | {
+            "category": correction.category, "subtype": correction.subtype, "action": correction.action,
+            "confidence": max(verdict.confidence, 0.9), "decided_by": DecidedBy.RETRIEVAL,
+            "root_cause": f"{verdict.root_cause} -- corrected: a person classified this failure signature as "
+                          f"{correction.category.value}/{correction.subtype} ({correction.id}{who})",
+            "notes": [*verdict.notes, f"decided by a person's correction of the same failure signature "
+                      f"({correction.id}{who}); the rules said {verdict.category.value}/{verdict.subtype}"]})
     if verdict.decided_by == DecidedBy.NONE:
         vote = neighbour_vote(near)
         if vote is not None:
@@ -155,6 +172,19 @@ def with_retrieval(verdict: Diagnosis) -> Diagnosis:
                                      f"({', '.join(vote.support[:3])}) were {vote.category.value}/{vote.subtype}",
                        "notes": [*verdict.notes, "decided by a vote of similar past incidents"]}
     return verdict.model_copy(update=update)
+
+
+def person_corrected(evidence_text: str, near: list) -> Incident | None:
+    """A corrected incident with this very failure signature: a person's verdict beats any rule's."""
+    from diagnoser.retrieve.incident import Status
+    from diagnoser.retrieve.signature import fingerprint, signature_text
+
+    signature = signature_text(evidence_text)
+    mine = fingerprint(signature) if signature else None
+    for inc, score in near:
+        if inc.status is Status.CORRECTED and (inc.fingerprint == mine or score >= SAME_SIGNATURE_SCORE):
+            return inc
+    return None
 
 
 def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanResult) -> Finding | None:

@@ -116,3 +116,33 @@ def test_a_damaged_store_is_reported_in_one_line_with_the_recovery(fresh_cli, tm
     result = fresh_cli("list", code=2)
     assert result.output.startswith(f"diagnoser: incident store at {tmp_path / 'store'} is damaged")
     assert "diagnoser incidents import" in result.output
+
+
+def test_a_corrected_verdict_decides_the_next_occurrence_even_over_a_rule(tmp_path, monkeypatch):
+    """The learning loop: a person corrects a rule verdict; the same failure next time gets the
+    person's category and action, and the verdict says a correction decided it."""
+    from diagnoser.cli import app as main_app
+
+    pytest.importorskip("chromadb")
+    store = tmp_path / "store"
+    IncidentStore.create(store, seed=False).close()
+    monkeypatch.setenv("DIAGNOSER_STORE", str(store))
+    logs = tmp_path / "job"
+    logs.mkdir()
+    # a bare exception class the generic rule calls user code; on this cluster it is the storage gateway
+    line = "[rank2]: StorageGatewayError: upstream returned status 503 for shard-00{n}.tar"
+    (logs / "rank2.log").write_text("step 10 loss 2.1\n" + line.format(n=17) + "\n")
+    runner = CliRunner()
+    first = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
+    assert (first["category"], first["decided_by"]) == ("user_code", "rule")
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps(first))
+    fixed = runner.invoke(main_app, ["incidents", "correct", str(verdict), "--by", "alice", "--category", "infra",
+                                     "--subtype", "storage_gateway_unavailable", "--action", "retry_after_backoff",
+                                     "--json"])
+    assert fixed.exit_code == 0, fixed.output
+    (logs / "rank2.log").write_text("step 99 loss 1.7\n" + line.format(n=93) + "\n")  # next week, another shard
+    again = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
+    assert (again["category"], again["subtype"], again["action"]) == (
+        "infra", "storage_gateway_unavailable", "retry_after_backoff")
+    assert again["decided_by"] == "retrieval" and any("correction" in n for n in again["notes"])
