@@ -2,9 +2,9 @@
 
 The corpus (`diagnoser/data/corpus/*.jsonl`) is the seed incident memory. Scoring it with itself in
 memory would only measure recall of what was seen, so each case is triaged with a memory built from
-the corpus *minus every case of its own source repository* (leave-one-repo-out, LORO). The rules
-(runbooks and the vendor catalogs in `diagnoser/data/catalog/`) come from published vocabularies,
-not from corpus cases, so they stay. The development set (`../shared/bench/*.jsonl`) is triaged
+the corpus *minus every case of its own source repository* (leave-one-repo-out, LORO), and without
+the rules written from that repository's incidents (a rule's `derived_from`). Rules taken from
+published vocabularies (runbooks, the vendor catalogs in `diagnoser/data/catalog/`) stay. The development set (`../shared/bench/*.jsonl`) is triaged
 with the whole corpus in memory (it shares no thread with the corpus).
 
 Reported side by side: category and action-family accuracy, the share decided by each stage
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from accuracy import CATEGORIES, EXPECTED_FAMILY, FAMILIES, FILE_FOR_KIND, OUR_FAMILY, matrix, print_matrix  # noqa: E402
 
+from diagnoser import triage as triage_module  # noqa: E402
 from diagnoser.retrieve import api  # noqa: E402
 from diagnoser.retrieve.corpus import CorpusCase, corpus_incidents, load_corpus  # noqa: E402
 from diagnoser.triage import triage  # noqa: E402
@@ -109,15 +110,26 @@ def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict
             "truth_culprit_in_log": bool(label) and any(tok in case.log for tok in label.split()[:1])}
 
 
-def run(cases: list[CorpusCase], memory_for, priorities: dict[str, int], title: str) -> list[dict]:
+_ALL_RULES: list = []
+_held_out_repo: list[str] = [""]
+
+
+def rules_without_held_out(directory=None, catalogs: bool = True) -> list:
+    """The rule library minus the rules written from the held-out repository's incidents."""
+    return [r for r in _ALL_RULES if _held_out_repo[0] not in r.derived_from]
+
+
+def run(cases: list[CorpusCase], memory_for, priorities: dict[str, int], title: str, hold_out: bool) -> list[dict]:
     rows = []
     with Progress(transient=True) as bar:
         task = bar.add_task(title, total=len(cases))
         for case in cases:
             api.use_seed(memory_for(case))
+            _held_out_repo[0] = case.source_repo if hold_out else ""
             rows.append(row_for(case, predict(case.log, case.log_kind), priorities))
             bar.advance(task)
     api.use_seed(None)
+    _held_out_repo[0] = ""
     return rows
 
 
@@ -132,7 +144,9 @@ def main() -> int:
     os.environ["DIAGNOSER_STORE"] = tempfile.mkdtemp(prefix="corpus-eval-store-")
     from diagnoser.prefilter.runbooks import load_runbooks
 
-    priorities = {b.id: b.priority for b in load_runbooks()}
+    _ALL_RULES.extend(load_runbooks())
+    priorities = {b.id: b.priority for b in _ALL_RULES}
+    triage_module.load_runbooks = rules_without_held_out  # LORO also for rules written from corpus cases
     corpus = load_corpus(args.corpus)
     if not corpus:
         print(f"no corpus cases in {args.corpus}", file=sys.stderr)
@@ -146,9 +160,9 @@ def main() -> int:
     if dev:
         full = corpus_incidents(corpus)
         results["development set"] = score("development set (whole corpus in memory)",
-                                           run(dev, lambda c: full, priorities, "dev set"), args.show_misses)
+                                           run(dev, lambda c: full, priorities, "dev set", False), args.show_misses)
     results["corpus LORO"] = score(f"corpus, leave-one-repo-out ({len(by_repo)} repositories)",
-                                   run(corpus, lambda c: memories[c.source_repo], priorities, "corpus"),
+                                   run(corpus, lambda c: memories[c.source_repo], priorities, "corpus", True),
                                    args.show_misses)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "corpus_eval.json").write_text(json.dumps(results, indent=1), encoding="utf-8")

@@ -21,6 +21,7 @@ from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
+from diagnoser.prefilter.trust import plausible_span, split_hints
 from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
 
 if TYPE_CHECKING:
@@ -28,11 +29,8 @@ if TYPE_CHECKING:
 
 
 def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
-    """First and last time in the job's own (non-kernel) logs."""
-    times = [t for s in scan.sources if s.kind != "dmesg" for t in (s.first_time, s.last_time) if t]
-    if not times:
-        return None, None
-    return min(times), max(times)
+    """First and last plausible time in the job's own (non-kernel) logs (see prefilter/trust.py)."""
+    return plausible_span([t for s in scan.sources if s.kind != "dmesg" for t in (s.first_time, s.last_time) if t])
 
 
 def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]
@@ -124,7 +122,8 @@ def analyse(
                       seconds=round(scan.seconds, 3))
     books = {b.id: b for b in runbooks}
     span = job_span(scan)
-    d = demarcate(reanchor_years(scan.matches, span), span)
+    evidence, hints = split_hints(reanchor_years(scan.matches, span), {b.id: b.category for b in runbooks})
+    d = demarcate(evidence, span)
     verdict = None
     if d.root is None or d.root.role == Role.COLLATERAL:
         finding = explain_collateral(d, readable, scan)
@@ -133,7 +132,32 @@ def analyse(
     if verdict is None:
         weak = [e for s in readable for e in s.weak]
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
-    return Analysis(with_retrieval(verdict), d, scan, books)
+    if hints:
+        first = hints[0].record
+        verdict = verdict.model_copy(update={"notes": [*verdict.notes, (
+            f"not evidence: {len(hints)} kernel-only hardware line(s) printed by the job itself "
+            f"({first.source}:{first.line}); hardware evidence counts only from kernel logs")]})
+    verdict = with_retrieval(verdict)
+    if verdict.decided_by == DecidedBy.NONE:
+        verdict = with_closest_vocabulary(verdict, [e.record.text for s in readable for e in s.weak][:400], runbooks)
+    return Analysis(verdict, d, scan, books)
+
+
+def with_closest_vocabulary(verdict: Diagnosis, error_lines: list[str], rules: list[Runbook]) -> Diagnosis:
+    """Nothing fired and no past incident is close: the closest vocabulary entry, weakly (see vocabulary.py)."""
+    from diagnoser.retrieve.vocabulary import MAX_CONFIDENCE, closest_entry
+
+    found = closest_entry("\n".join(error_lines), rules)
+    if found is None:
+        return verdict
+    r = found.rule
+    return verdict.model_copy(update={
+        "category": r.category, "subtype": r.subtype, "action": r.action, "decided_by": DecidedBy.RETRIEVAL,
+        "rule": r.id, "runbook": r.path, "confidence": round(min(MAX_CONFIDENCE, found.score), 3),
+        "root_cause": f"No signature matched; the error lines are closest to '{r.title}' "
+                      f"({r.category.value}/{r.subtype}, similarity {found.score:.2f})",
+        "notes": [*verdict.notes, f"decided by the closest entry of the failure vocabularies ({r.id}): "
+                  "a weak verdict, check the evidence"]})
 
 
 SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what masking kept (paths, names)

@@ -131,3 +131,20 @@ def test_drain_reason_and_guard() -> None:
         f"NodeName=c State=IDLE+DRAIN Reason=maintenance [ops@{now:%Y-%m-%dT%H:%M:%S}]\n")
     recent = DrainGuard(2, 3600).recent([fresh, old, other], now)
     assert [n.name for n in recent] == ["a"]
+
+
+def test_a_truncated_output_file_is_read_from_its_start(tmp_path) -> None:
+    """A requeue that truncates the job's output (no --open-mode=append on the cluster side, a log
+    rotation) must not hide the new run's lines behind the old run's offset."""
+    from diagnoser.slurm.commands import SlurmCLI
+    from diagnoser.slurm.handle import SlurmHandle
+
+    out = tmp_path / "job-7.out"
+    out.write_text("attempt 1 on n[1-2]\n" + "step 1\n" * 80 + "CUDA error: unspecified launch failure\n")
+    offset = out.stat().st_size  # where the second run would begin in an appended file
+    out.write_text("attempt 2 on n[1,3]\nsrun: error: n3: task 1: Exited with exit code 1\n")  # truncated
+    console = tmp_path / "attempt-002" / "console.log"
+    h = SlurmHandle(SlurmCLI(), "7", 2, console, [[str(out), offset]], restarts=1)
+    h.pump(final=True)
+    assert console.read_text() == out.read_text()
+    assert "truncated" in h.note

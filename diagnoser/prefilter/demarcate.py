@@ -107,5 +107,13 @@ def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, dateti
 
 def collateral_counts(d: Demarcation, file_counts: Counter[str]) -> dict[str, int]:
     """How many lines of each collateral class were seen (all of them, not just those kept)."""
-    ids = {m.runbook_id for m in d.collateral}
-    return {i: file_counts.get(i, 0) for i in sorted(ids)}
+    lines: dict[str, set[tuple[str, int]]] = {}
+    priority: dict[str, int] = {}
+    for m in d.collateral:
+        lines.setdefault(m.runbook_id, set()).add((m.record.source, m.record.line))
+        priority[m.runbook_id] = m.priority
+    # a class whose every line another class of higher priority also matched is the same symptom
+    # seen twice (a runbook and a catalog entry): count it once, under the more specific one
+    rank = sorted(lines, key=lambda i: (-priority[i], i))
+    kept = [i for n, i in enumerate(rank) if not any(lines[i] <= lines[j] for j in rank[:n])]
+    return {i: file_counts.get(i, 0) for i in sorted(kept)}

@@ -21,7 +21,11 @@ CONTEXT_PATTERNS = {
     "nccl_init": nccl.INIT_ANCHOR,
     "nccl_oob": nccl.OOB_ANCHOR,
     "srun_task_exit": slurm.TASK_EXIT_ANCHOR,
-    "weak_error": r"(?i)\b(error|fatal|failed|exception|abort(ed)?|killed|segmentation fault|core dumped)\b",
+    # lines that say something went wrong at all: the evidence of a verdict no signature decided, and
+    # what the vocabulary fallback compares (retrieve/vocabulary.py)
+    "weak_error": r"(?i)\b(error|fatal|fail(ed|ure)?|exception|abort(ed)?|killed|segmentation fault|core dumped"
+                  r"|timed out|timeout|denied|refused|unreachable|cannot|unable to|invalid|mismatch|overflow"
+                  r"|exceeded|expired|preempted|evicted|unavailable|not ready|not found|nan)\b",
 }
 
 

@@ -54,6 +54,9 @@ class Runbook(BaseModel):
     # what the failure can be attributed to: a node (hardware, a broken node stack), a rank (the job's
     # code on one rank), or nothing narrower than the job (preemption, DNS, NaN loss, a cancellation)
     scope: Literal["node", "rank", "job"] | None = None
+    # corpus repositories whose incidents this rule was written from: bench/corpus_eval.py turns the
+    # rule off for their cases, so leave-one-repo-out accuracy stays honest
+    derived_from: list[str] = Field(default_factory=list)
 
     @property
     def culprit_scope(self) -> str:

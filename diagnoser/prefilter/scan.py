@@ -20,6 +20,7 @@ from diagnoser.collect.files import Source, open_source
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.scanner import Event, Progress, scan_stream
 from diagnoser.models import InputWarning, SignatureMatch
+from diagnoser.prefilter.catalog import CATALOG_DIR
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
 from diagnoser.prefilter.runbooks import Runbook, default_runbook_dir, load_runbooks
@@ -71,13 +72,16 @@ class _Worker:
     table: PatternTable
     matcher: MultiMatcher
 
-    loaded_from: tuple[str | None, float] | None = None
+    loaded_from: tuple | None = None
 
     @classmethod
     def setup(cls, runbook_dir: str | None, runbooks: list[Runbook] | None = None) -> None:
-        """Load and compile once per process (again only if the runbooks changed)."""
+        """Load and compile once per process (again only if the rules changed: the runbook or catalog
+        files, or the rule list given)."""
         directory = Path(runbook_dir) if runbook_dir else default_runbook_dir()
-        stamp = (str(directory), max((p.stat().st_mtime for p in directory.glob("*.md")), default=0.0))
+        files = [*directory.glob("*.md"), *CATALOG_DIR.glob("*.yaml")]
+        stamp = (str(directory), max((p.stat().st_mtime for p in files), default=0.0),
+                 None if runbooks is None else hash(tuple(r.id for r in runbooks)))
         if cls.loaded_from == stamp:
             return
         cls.loaded_from = stamp

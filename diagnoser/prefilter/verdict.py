@@ -121,7 +121,9 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
     hardware = book.category == Category.HARDWARE
     culprit = scoped(locate(d.supporting, topo, hardware=hardware), book.culprit_scope)
     confidence = book.confidence
-    close = [m for m in d.competing if d.root.priority - m.priority < CLOSE_PRIORITY]
+    # a competitor that says the same thing (a catalog entry of the runbook's class) is agreement
+    close = [m for m in d.competing if d.root.priority - m.priority < CLOSE_PRIORITY and m.runbook_id in books
+             and (books[m.runbook_id].category, books[m.runbook_id].action) != (book.category, book.action)]
     if close:
         confidence *= 0.85
         notes.append("close competitor: " + ", ".join(sorted({m.runbook_id for m in close})))

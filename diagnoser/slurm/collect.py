@@ -124,6 +124,7 @@ def copy_tail(src: Path, dst: Path, max_bytes: int, offset: int = 0) -> int:
     dst.parent.mkdir(parents=True, exist_ok=True)
     with open(src, "rb") as fh:
         size = fh.seek(0, 2)
+        offset = offset if offset <= size else 0  # shorter than the offset: truncated since, all of it is new
         fh.seek(max(offset, size - max_bytes))
         data = fh.read(max_bytes)
     dst.write_bytes(data)

@@ -141,6 +141,9 @@ class SlurmHandle(Handle):
                 continue
             try:
                 with open(path, "rb") as fh:
+                    if fh.seek(0, 2) < entry[1]:  # truncated since (a requeue that did not append, a rotation):
+                        entry[1] = 0  # this run's output starts at the beginning again
+                        self.note = self.note or f"{path} was truncated; reading this run's output from its start"
                     fh.seek(entry[1])
                     data = fh.read(PUMP_CHUNK)
             except OSError:

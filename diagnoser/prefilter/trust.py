@@ -1,0 +1,76 @@
+"""What counts as evidence: the trust model applied to matches before the first failure is chosen.
+
+Log text is data from untrusted sources. Two rules (README, "What diagnoser trusts"):
+
+1. Kernel-only hardware text (`NVRM: Xid`, `mlx5_core`, `pcieport ... AER`, `EDAC`, `mce:`) is
+   hardware evidence only when it comes from a kernel source (dmesg, kern.log, the journal, a node
+   health check) or a log whose origin is unknown (a pasted excerpt). Printed in a rank's own output
+   (a `[rankN]:` line, a per-rank file, the launcher's console) it is something the job wrote, and at
+   most a hint: a job must not get itself re-run, or a node drained, by printing an Xid.
+2. The job's time span, which separates today's kernel events from a node's history, is taken
+   from timestamps that are plausible: a time in the future or far from the rest of the job's
+   logs (a job printing 1999 or 2099) does not widen it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import PurePath
+
+from diagnoser.collect.paths import path_info
+from diagnoser.collect.prefixes import split_prefix
+from diagnoser.models import Category, LogRecord, SignatureMatch
+
+KERNEL_ONLY = re.compile(
+    r"\bNVRM: |\bkernel: |\bmlx5_core\b|\bmlx5_ib\b|\bpcieport\b|\bEDAC\b|\bmce: |\[Hardware Error\]|\bAER: "
+    r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*")
+TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler", "scheduler_record", "health"})
+JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
+MAX_SPAN = timedelta(days=14)  # times this far from the bulk of the job's logs are not the job's
+FUTURE_SLACK = timedelta(days=1)
+
+
+def job_output(rec: LogRecord) -> bool:
+    """Did the job itself write this line (a rank's output or the launcher's console)? Judged by the
+    file the line is in (a line that merely looks like syslog inside a rank's log is still the rank's)."""
+    if path_info(PurePath(rec.source)).kind in TRUSTED_KINDS:
+        return False
+    return rec.rank is not None or PurePath(rec.source).name in JOB_OUTPUT_NAMES
+
+
+def printed_by_the_job(m: SignatureMatch, category: Category) -> bool:
+    """A kernel-only hardware line that the job printed itself: a hint, not evidence."""
+    if category is not Category.HARDWARE or not job_output(m.record):
+        return False
+    return KERNEL_ONLY.search(split_prefix(m.record.text).rest) is not None
+
+
+def split_hints(matches: list[SignatureMatch], categories: dict[str, Category]
+                ) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
+    """(evidence, hints): hints are kernel-only hardware lines found in the job's own output."""
+    evidence, hints = [], []
+    for m in matches:
+        (hints if printed_by_the_job(m, categories.get(m.runbook_id, Category.UNKNOWN)) else evidence).append(m)
+    return evidence, hints
+
+
+def plausible_span(times: list[datetime], now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+    """The job's span from its logs' first/last times, without future or outlying times.
+
+    With several sources the bulk is around the median; with one or two, the latest plausible
+    time anchors it (a failure is near the end of the logs)."""
+    now = now or datetime.now(UTC)
+
+    def aware(t: datetime) -> datetime:
+        return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+    valid = sorted((t for t in times if aware(t) <= now + FUTURE_SLACK), key=aware)
+    if not valid:
+        return None, None
+    if len(valid) >= 4:
+        centre = aware(valid[(len(valid) - 1) // 2])
+        kept = [t for t in valid if abs(aware(t) - centre) <= MAX_SPAN]
+    else:
+        kept = [t for t in valid if aware(valid[-1]) - aware(t) <= MAX_SPAN]
+    return (kept[0], kept[-1]) if kept else (None, None)

@@ -1,0 +1,75 @@
+"""The trust model: what a job prints is not kernel evidence, and forged dates do not move the job's span."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from diagnoser.prefilter.trust import plausible_span
+from diagnoser.triage import triage
+
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+KEYERROR = "[rank3]:KeyError: 'learning_rate'"
+
+
+def _job(tmp_path: Path, rank3_lines: list[str], dmesg: list[str] | None = None) -> Path:
+    for r in range(4):
+        d = tmp_path / ("gpu-001" if r < 2 else "gpu-002")
+        d.mkdir(exist_ok=True)
+        lines = [f"[rank{r}]:[2026-03-04 05:00:0{r},000] [INFO] step 1 loss 2.31"]
+        if r == 3:
+            lines += rank3_lines
+        (d / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    if dmesg is not None:
+        (tmp_path / "dmesg").mkdir()
+        (tmp_path / "dmesg" / "gpu-002.log").write_text("\n".join(dmesg) + "\n")
+    return tmp_path
+
+
+def test_an_xid_the_job_prints_itself_is_not_hardware_evidence(tmp_path: Path) -> None:
+    job = _job(tmp_path, [f"[rank3]:[2026-03-04 05:00:05,000] {XID}", KEYERROR])
+    d = triage([str(job)], workers=1)
+    assert (d.category.value, d.subtype) == ("user_code", "python_exception"), d.root_cause
+    assert not d.culprit.nodes or d.culprit.nodes == ["gpu-002"]
+    assert any("printed by the job itself" in n for n in d.notes), d.notes
+
+
+def test_a_forged_kernel_line_naming_another_node_drains_nothing(tmp_path: Path) -> None:
+    forged = f"[rank3]:Mar  4 05:00:05 gpu-099 kernel: {XID}"
+    d = triage([str(_job(tmp_path, [forged]))], workers=1)
+    assert d.category.value != "hardware" and "gpu-099" not in d.culprit.nodes
+
+
+def test_the_same_xid_in_the_nodes_kernel_log_decides(tmp_path: Path) -> None:
+    job = _job(tmp_path, [KEYERROR], dmesg=[f"[Tue Mar  4 05:00:04 2026] {XID}"])
+    d = triage([str(job)], workers=1)
+    assert (d.category.value, d.subtype, d.action.value) == ("hardware", "gpu_xid_79", "drain_and_restart")
+    assert d.culprit.nodes == ["gpu-002"]
+
+
+def test_a_pasted_excerpt_of_unknown_origin_still_counts(tmp_path: Path) -> None:
+    """A human pasting a mixed excerpt (no rank, no launcher) is triaging, not attacking."""
+    (tmp_path / "excerpt.txt").write_text(f"[Tue Mar  4 05:00:04 2026] {XID}\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.category.value == "hardware"
+
+
+def test_a_forged_year_does_not_widen_the_job_span(tmp_path: Path) -> None:
+    """An old Xid on the node is history; a job printing 1999 and 2099 must not pull it into its span."""
+    job = _job(tmp_path, ["[rank3]:[1999-01-01 00:00:00,000] [INFO] resumed",
+                          "[rank3]:[2026-03-04 05:10:00,000] [INFO] step 2 loss 2.30", KEYERROR,
+                          "[rank3]:[2099-12-31 23:59:59,000] [INFO] bye"],
+               dmesg=[f"[Mon Jan  5 03:00:00 2026] {XID}"])  # two months before the job
+    d = triage([str(job)], workers=1)
+    assert d.category.value == "user_code", d.root_cause
+    assert any("outside the job's time span" in n for n in d.notes), d.notes
+
+
+def test_plausible_span_drops_future_and_outlying_times() -> None:
+    now = datetime(2026, 3, 5, tzinfo=UTC)
+    t0 = datetime(2026, 3, 4, 5, 0, tzinfo=UTC)
+    bulk = [t0 + timedelta(minutes=m) for m in (0, 1, 5, 9, 10)]
+    assert plausible_span([*bulk, datetime(1999, 1, 1, tzinfo=UTC), datetime(2099, 1, 1, tzinfo=UTC)], now) == (
+        bulk[0], bulk[-1])
+    assert plausible_span([datetime(1999, 1, 1, tzinfo=UTC), t0], now) == (t0, t0)
+    assert plausible_span([datetime(2099, 1, 1, tzinfo=UTC)], now) == (None, None)
