@@ -4,8 +4,9 @@ The corpus (`diagnoser/data/corpus/*.jsonl`) is the seed incident memory. Scorin
 memory would only measure recall of what was seen, so each case is triaged with a memory built from
 the corpus *minus every case of its own source repository* (leave-one-repo-out, LORO), and without
 the rules written from that repository's incidents (a rule's `derived_from`). Rules taken from
-published vocabularies (runbooks, the vendor catalogs in `diagnoser/data/catalog/`) stay. The development set (`../shared/bench/*.jsonl`) is triaged
-with the whole corpus in memory (it shares no thread with the corpus).
+published vocabularies (runbooks, the vendor catalogs in `diagnoser/data/catalog/`) stay. The
+development set (`../shared/bench/*.jsonl`) is triaged with the whole corpus in memory (it shares no
+thread with the corpus).
 
 Reported side by side: category and action-family accuracy, the share decided by each stage
 (rule: a specific runbook or catalog entry; fallback: a generic class such as a bare exception,
