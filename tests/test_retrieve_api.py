@@ -39,7 +39,9 @@ def test_without_a_store_the_shipped_seed_answers_quickly(tmp_path, monkeypatch)
     similar = api.similar_incidents(XID79)
     assert time.perf_counter() - t < 0.5
     assert similar and isinstance(similar[0], SimilarIncident)
-    assert similar[0].category.value == "hardware" and similar[0].subtype == "gpu_xid_79"
+    # the seed is the corpus of real incidents: the nearest is a real GPU-off-the-bus report
+    assert similar[0].category.value == "hardware" and "bus" in similar[0].subtype
+    assert similar[0].resolution and "github.com" in similar[0].resolution  # with the thread it came from
     assert similar[0].id.startswith("inc-") and 0.5 < similar[0].score <= 1.0
     vote = api.retrieval_verdict(XID79)
     assert vote is not None and vote.action.value == "drain_and_restart"

@@ -99,7 +99,7 @@ def test_confirmed_and_corrected_verdicts_beat_unconfirmed_sightings(store):
 
 def test_a_sighting_of_a_seed_example_starts_counting_from_itself(tmp_path):
     with IncidentStore.create(tmp_path / "s") as st:
-        seed = next(i for i in shipped_seed() if i.subtype == "gpu_xid_79")
+        seed = next(i for i in shipped_seed() if i.category.value == "hardware")
         t = datetime(2026, 6, 1, tzinfo=UTC)
         seen = st.get(st.add(seed.model_copy(update={"id": "", "origin": "", "status": Status.CONFIRMED,
                                                      "confirmed_by": "alice", "first_seen": t, "last_seen": t})))
