@@ -40,7 +40,8 @@ def test_the_seed_memory_is_the_corpus():
 def test_a_bad_corpus_line_names_the_file_and_line(tmp_path: Path):
     good = {"id": "x-1-a", "source_url": "https://github.com/o/r/issues/1", "log": "boom", "category": "infra",
             "subtype": "s", "expected_action": "retry_after_backoff"}
-    (tmp_path / "a.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "expected_action": "reboot"}) + "\n")
+    bad = {**good, "expected_action": "reboot"}
+    (tmp_path / "a.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(CorpusError, match="a.jsonl:2"):
         load_corpus(tmp_path)
     (tmp_path / "a.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
