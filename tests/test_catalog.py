@@ -66,3 +66,28 @@ def test_a_broken_catalog_names_the_file(tmp_path: Path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(RunbookError, match="mapping"):
         parse_catalog(bad)
+
+
+def test_every_shipped_pattern_passes_the_full_runbook_validation():
+    """Catalog rules skip the pattern check at start-up (it costs half a second); this is where it runs."""
+    from diagnoser.prefilter.runbooks import Runbook
+
+    for rule in CATALOG:
+        Runbook.model_validate(rule.model_dump(mode="json"))  # compiles every signature, checks group names
+
+
+def test_a_changed_table_is_read_again_not_served_from_the_cache(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("DIAGNOSER_CACHE", str(tmp_path / "cache"))
+    tables = tmp_path / "catalog"
+    tables.mkdir()
+    table = tables / "t.yaml"
+    body = ("id: t\ntitle: t\nsource: 'a vendor document, https://example.org/doc'\nkind: phrases\n"
+            "entries:\n  - {{title: {title}, category: infra, subtype: s, action: restart, priority: 20,"
+            " confidence: 0.5, patterns: ['{pattern}'], examples: ['{pattern}']}}\n")
+    table.write_text(body.format(title="first", pattern="alpha failed"))
+    books = load_runbooks(catalogs=False)
+    assert [r.title for r in load_catalog_rules(books, tables)] == ["first"]
+    assert list((tmp_path / "cache").glob("catalog-*.json"))  # parsed once, kept
+    table.write_text(body.format(title="second version", pattern="beta failed"))
+    [rule] = load_catalog_rules(books, tables)
+    assert rule.title == "second version" and rule.compiled[0].search("beta failed")

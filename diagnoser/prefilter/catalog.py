@@ -23,10 +23,14 @@ runbook's on-call text.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
+import platformdirs
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -116,7 +120,9 @@ def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: di
     source = entry.source or catalog.source
     summary = (catalog.summary or "{title}").replace("{title}", entry.title.replace("{", "{{").replace("}", "}}"))
     path = runbook_paths.get(entry.runbook or "", f"catalog/{file_name}")
-    return Runbook(
+    # the shipped tables' patterns are compiled by tests/test_catalog.py; compiling 1,600 of them at
+    # every start would cost half a second, and only the patterns that hit a line are ever compiled
+    return Runbook.model_validate(dict(
         id=_entry_id(catalog, entry), title=entry.title, category=pick("category"),
         subtype=pick("subtype") or _SLUG.sub("_", f"{catalog.id}_{entry.key}".lower()).strip("_"),
         action=pick("action"), role=pick("role", Role.ROOT), severity=pick("severity", "medium"),
@@ -126,7 +132,7 @@ def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: di
         extractors=catalog.extractors, summary=summary,
         examples=Examples(match=entry.examples, no_match=entry.no_match),
         body=f"{entry.note}\n\nSource: {source}".strip(), path=path, catalog=f"catalog/{file_name}",
-    )
+    ), context={"patterns_checked": True})
 
 
 def parse_catalog(path: Path) -> Catalog:
@@ -145,9 +151,41 @@ def parse_catalog(path: Path) -> Catalog:
         raise RunbookError(f"{path}: {exc}") from exc
 
 
+CACHE_FORMAT = "catalog-rules-1"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
+
+
+def _stats(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.yaml")))
+
+
+def _cache_file(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tuple) -> Path:
+    key = hashlib.sha256(repr((CACHE_FORMAT, str(directory), stats, runbook_paths)).encode()).hexdigest()[:24]
+    cache = Path(os.environ.get("DIAGNOSER_CACHE") or platformdirs.user_cache_dir("diagnoser"))
+    return cache / f"catalog-{key}.json"
+
+
 @lru_cache(maxsize=4)
-def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...]) -> tuple[Runbook, ...]:
-    paths = dict(runbook_paths)
+def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tuple) -> tuple[Runbook, ...]:
+    """Parsing the YAML tables costs ~0.4 s a start; the parsed rules are kept in the user's cache,
+    keyed by the tables' names, sizes and times (a changed table is parsed again)."""
+    cached = _cache_file(directory, runbook_paths, stats)
+    try:  # plain JSON, validated again on load: a cache file is data, never code
+        return tuple(Runbook.model_validate(d, context={"patterns_checked": True})
+                     for d in json.loads(cached.read_bytes()))
+    except (OSError, ValueError, TypeError):
+        pass  # no cache entry yet, or a damaged one: parse
+    rules = _parse_all(directory, dict(runbook_paths))
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([r.model_dump(mode="json") for r in rules]), encoding="utf-8")
+        os.replace(tmp, cached)  # atomic: a concurrent start never reads half a file
+    except OSError:
+        pass  # a read-only home: just slower
+    return rules
+
+
+def _parse_all(directory: Path, paths: dict[str, str]) -> tuple[Runbook, ...]:
     out: list[Runbook] = []
     for file in sorted(directory.glob("*.yaml")):
         catalog = parse_catalog(file)
@@ -166,7 +204,7 @@ def load_catalog_rules(runbooks: list[Runbook], directory: Path | None = None) -
         return []
     paths = tuple(sorted((b.id, b.path) for b in runbooks))
     taken = {b.id for b in runbooks}
-    rules = [r for r in _load(directory, paths) if r.id not in taken]
+    rules = [r for r in _load(directory, paths, _stats(directory)) if r.id not in taken]
     seen: dict[str, str] = {}
     for r in rules:
         if r.id in seen:

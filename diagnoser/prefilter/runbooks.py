@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from diagnoser.models import Action, Category, Role
 from diagnoser.shipped import shipped_dir
@@ -66,7 +66,9 @@ class Runbook(BaseModel):
 
     @field_validator("signatures")
     @classmethod
-    def _compile(cls, patterns: list[str]) -> list[str]:
+    def _compile(cls, patterns: list[str], info: ValidationInfo) -> list[str]:
+        if info.context and info.context.get("patterns_checked"):
+            return patterns  # the shipped catalogs: compiled by the test suite, compiled here only when they hit
         for pattern in patterns:
             try:
                 compiled = re.compile(pattern)
