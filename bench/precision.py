@@ -31,7 +31,8 @@ def check(expected: dict, verdict, truncated: bool) -> tuple[bool, str]:
     if truncated and expected["kind"] in OWN_LOG_ONLY:
         category, node = "unknown", expected["culprit_node_of_rank"]
     ok_cat = verdict.category.value == category
-    ok_node = node in verdict.culprit.nodes
+    # the job's own code names its rank, never a node (the node did nothing wrong)
+    ok_node = not verdict.culprit.nodes if category == "user_code" else node in verdict.culprit.nodes
     # the peer kind names the peer node; ranks are then the reporters' victims, not asked for
     ok_rank = rank is None or expected["kind"] == "nccl_ib_peer" and not truncated or rank in verdict.culprit.ranks
     why = "" if ok_cat and ok_node and ok_rank else (

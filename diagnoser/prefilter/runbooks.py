@@ -52,7 +52,8 @@ class Runbook(BaseModel):
     path: str = ""
     catalog: str | None = None  # the published vocabulary (data/catalog/*.yaml) this rule came from
     # what the failure can be attributed to: a node (hardware, a broken node stack), a rank (the job's
-    # code on one rank), or nothing narrower than the job (preemption, DNS, NaN loss, a cancellation)
+    # code on one rank: its node is not named), or nothing narrower than the job (preemption, DNS,
+    # NaN loss, a cancellation)
     scope: Literal["node", "rank", "job"] | None = None
     # corpus repositories whose incidents this rule was written from: bench/corpus_eval.py turns the
     # rule off for their cases, so leave-one-repo-out accuracy stays honest

@@ -99,11 +99,12 @@ def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str
 
 
 def scoped(culprit: Culprit, scope: str) -> Culprit:
-    """Name only what the failure can be attributed to: no node for a job-wide or external failure
-    (preemption, DNS, a cancellation, NaN loss), a rank's node only when the rank is known."""
+    """Name only what the failure can be attributed to: nothing narrower than the job for a job-wide
+    or external failure (preemption, DNS, a cancellation, NaN loss); the rank, never its node, for the
+    job's own code (the node did nothing wrong, and a node named as culprit invites a node action)."""
     if scope == "job":
         return Culprit()
-    if scope == "rank" and not culprit.ranks:
+    if scope == "rank":
         return culprit.model_copy(update={"nodes": []})
     return culprit
 
@@ -160,7 +161,8 @@ def finding_verdict(f: Finding, d: Demarcation, books: dict[str, Runbook], file_
     first = f.evidence[0]
     return Diagnosis(
         category=f.category, subtype=f.subtype, action=book.action if book else f.action,
-        confidence=f.confidence, culprit=Culprit(nodes=f.nodes, ranks=f.ranks),
+        confidence=f.confidence,
+        culprit=scoped(Culprit(nodes=f.nodes, ranks=f.ranks), "rank" if f.category == Category.USER_CODE else "node"),
         root_cause=f.root_cause + _collateral_clause(counts, books), evidence=_dedupe(f.evidence)[:MAX_EVIDENCE],
         first_failure=FirstFailure(source=first.source, line=first.line), decided_by=DecidedBy.RULE,
         rule=f"collectives.{f.subtype}", runbook=book.path if book else None, collateral=counts,
