@@ -14,6 +14,15 @@ any OpenAI-compatible endpoint, e.g. a strong model:
     python bench/llm_stage.py --local --limit 8
     python bench/llm_stage.py --base-url https://api.openai.com/v1 --model gpt-4o-mini --context-tokens 32000
     python bench/llm_stage.py --sizes-only
+    python bench/llm_stage.py --scripted all            # the corpus table with scripted endpoints
+
+--scripted POLICY (oracle, adversary, random, abstain or all) runs the labelled corpus
+(diagnoser/data/corpus/*.jsonl) instead: each case's log is written to a file and triaged with a
+fresh, empty store (DIAGNOSER_STORE in a temp dir) and an incident memory that holds out the case's
+own source repository; the LLM stage then asks a scripted OpenAI-compatible endpoint on loopback
+(bench/scripted_llm.py) with the answer cache off, and the table compares each endpoint with rules +
+retrieval alone: category and action-family accuracy, drains/exclusions of nodes that are not the
+job's, and rules+retrieval user-code verdicts turned into a node action.
 """
 
 from __future__ import annotations
@@ -127,7 +136,15 @@ def main() -> int:
     parser.add_argument("--sizes-only", action="store_true", help="prompt sizes only, no endpoint")
     parser.add_argument("--retrieval", action="store_true", help="add similar incidents from diagnoser.retrieve")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--scripted", choices=["oracle", "adversary", "random", "abstain", "all"],
+                        help="run the labelled corpus against scripted endpoints (see above)")
+    parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
+    parser.add_argument("--show", type=int, default=0, help="with --scripted: list up to N misses per endpoint")
     args = parser.parse_args()
+    if args.scripted:
+        from scripted_table import scripted_table
+
+        return scripted_table(args)
     items = load(args.sets)
     if not items:
         print("no labelled items found", file=sys.stderr)

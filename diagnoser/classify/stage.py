@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from diagnoser.classify.answer import FailureKind, LLMAnswer, LLMFailure
 from diagnoser.classify.backends import Transport, make_transport
@@ -23,6 +24,9 @@ from diagnoser.classify.redact import RemoteRefused, check_endpoint, redact
 from diagnoser.classify.structured import StructuredClient, schema_reserve
 from diagnoser.models import Diagnosis, LogRecord, SimilarIncident
 from diagnoser.prefilter.runbooks import Runbook
+
+if TYPE_CHECKING:
+    from diagnoser.triage import Analysis
 
 PROMPT_VERSION = "triage-v1"
 SAFETY_MARGIN = 64  # tokens: chat template specials, estimator error
@@ -95,6 +99,14 @@ def llm_stage(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarInc
     checked = check(answer, evidence, flagged, JobScope.of(window, rule))
     merged = decide(base, checked, _runbook_of(runbook_texts), source)
     return _noted(merged, *prompt.notes) if prompt.notes else merged
+
+
+def review(analysis: Analysis, config: LLMConfig, *, transport: Transport | None = None) -> Diagnosis:
+    """The LLM stage on a triage `Analysis` (what `diagnoser triage` runs when an endpoint is set)."""
+    d = analysis.demarcation
+    books = [analysis.runbooks[m.runbook_id] for m in [d.root, *d.competing[:2]] if m]
+    return llm_stage(analysis.diagnosis, analysis.window(), list(analysis.diagnosis.similar_incidents),
+                     runbook_texts(books), config, transport=transport)
 
 
 def _answer(prompt: Prompt, config: LLMConfig, transport: Transport | None) -> tuple[LLMAnswer, str]:
