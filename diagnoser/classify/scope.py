@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from diagnoser.classify.policy import JobScope, RuleRef
 from diagnoser.models import LogRecord
 
 if TYPE_CHECKING:
@@ -35,3 +36,31 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     names.update(topo.node_ips.values())
     names.update(analysis.diagnosis.culprit.nodes)
     return frozenset(n for n in names if n and n not in {"?", "...", "localhost"})
+
+
+def all_records(analysis: Analysis) -> dict[tuple[str, int], LogRecord]:
+    """Every record the scan kept (matches, error lines, file tails) by (source, line)."""
+    out: dict[tuple[str, int], LogRecord] = {}
+    for s in analysis.scan.sources:
+        for r in [*(m.record for m in s.matches), *(e.record for e in s.weak), *s.tail]:
+            out.setdefault((r.source, r.line), r)
+    return out
+
+
+def scope_of(analysis: Analysis) -> JobScope:
+    """The policy's view of a job: its nodes and ranks, and which rules matched which line."""
+    books = analysis.runbooks
+    records = all_records(analysis)
+    topo = analysis.scan.topology
+    rank_nodes: dict[int, str] = {**topo.task_nodes, **{r: p.node for r, p in topo.placements.items() if p.node}}
+    rank_nodes.update({r.rank: r.node for r in records.values() if r.rank is not None and r.node})
+    ranks = {r.rank for r in records.values() if r.rank is not None} | set(rank_nodes)
+    ranks |= {s.rank for s in analysis.scan.sources if s.rank is not None}
+    line_rules: dict[tuple[str, int], tuple[RuleRef, ...]] = {}
+    for m in analysis.scan.matches:
+        book = books.get(m.runbook_id)
+        if book is not None:
+            key = (m.record.source, m.record.line)
+            line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
+    return JobScope(job_nodes(analysis), frozenset(ranks), rank_nodes, line_rules,
+                    {b.id: b.priority for b in books.values()})
