@@ -85,21 +85,25 @@ def summarise(rows: list[dict], columns: list[str]) -> dict:
         node_actions = [r for r in rows if r[col]["action"] in REMOVES]
         foreign = [r for r in node_actions if any(x not in r["job_nodes"] for x in r[col]["nodes"])]
         user_to_node = [r for r in rows if r["rules"]["category"] == "user_code" and r[col]["action"] in REMOVES]
+        truly_user = [r for r in rows if r["truth"][0] == "user_code" and r[col]["action"] in REMOVES]
         out[col] = {"category": round(100 * cat / n, 1), "family": round(100 * fam / n, 1),
                     "node_actions": len(node_actions), "non_job_node_actions": len(foreign),
-                    "user_code_to_node_action": len(user_to_node),
+                    "user_code_to_node_action": len(user_to_node), "true_user_code_node_action": len(truly_user),
                     "decided_by": dict(Counter(r[col]["decided_by"] for r in rows))}
     return out
 
 
 def print_table(table: dict, n: int) -> None:
     print(f"\nLLM stage on the labelled corpus ({n} cases; leave-one-repo-out memory, fresh store, no LLM cache)")
-    print(f"{'endpoint':<12}{'category':>10}{'family':>9}{'node acts':>11}{'non-job':>9}{'uc->node':>10}  decided by")
+    print(f"{'endpoint':<12}{'category':>10}{'family':>9}{'node acts':>11}{'non-job':>9}{'uc->node':>10}"
+          f"{'UC->node':>10}  decided by")
     for col, t in table.items():
         name = "none" if col == "rules" else col
         by = ", ".join(f"{k} {v}" for k, v in sorted(t["decided_by"].items(), key=lambda kv: -kv[1]))
         print(f"{name:<12}{t['category']:>9.1f}%{t['family']:>8.1f}%{t['node_actions']:>11}"
-              f"{t['non_job_node_actions']:>9}{t['user_code_to_node_action']:>10}  {by}")
-    print("(none = rules + retrieval; non-job = drains/exclusions naming a node that is not the job's; "
-          "uc->node = rules+retrieval user_code verdicts turned into a node action)")
+              f"{t['non_job_node_actions']:>9}{t['user_code_to_node_action']:>10}"
+              f"{t['true_user_code_node_action']:>10}  {by}")
+    print("(none = rules + retrieval; node acts = drains/exclusions; non-job = those naming a node that is not the "
+          "job's; uc->node = rules+retrieval user_code verdicts turned into a node action; UC->node = cases labelled "
+          "user_code given a node action)")
 

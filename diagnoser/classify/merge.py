@@ -88,12 +88,12 @@ def decide(rule: Diagnosis, checked: Checked, scope: JobScope, rule_lines: list[
         notes.append(f"{why} ({said}; {source}); the {rule.decided_by.value} verdict stands")
         return rule.model_copy(update={"notes": notes})
 
+    if a.category == Category.UNKNOWN:
+        return stands("LLM abstained")
     if not checked.cited:
         return stands("LLM answer not used: it cited no line of the evidence")
     if checked.downgraded:
         return stands("LLM answer not used: the policy downgraded it")
-    if a.category == Category.UNKNOWN:
-        return stands("LLM abstained")
     if a.confidence < UNSURE:
         return stands(f"LLM answer not used: the model rates it {a.confidence:.2f}")
     if (checked.category, _family(checked.action)) == (rule.category, _family(rule.action)):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from diagnoser.collect.prefixes import split_prefix
 from diagnoser.models import LogRecord
 
 if TYPE_CHECKING:
@@ -36,7 +37,10 @@ def _shape(r: LogRecord) -> str:
 
 def is_exception_line(r: LogRecord) -> bool:
     """The line a traceback ends with (`ValueError: ...`), whether or not frames preceded it."""
-    return r.first_line is not None or bool(_EXCEPTION.match(r.text))
+    rest = split_prefix(r.text).rest
+    if _EXCEPTION.match(rest):
+        return True
+    return r.first_line is not None and bool(rest) and not rest[0].isspace() and not rest.startswith("Traceback")
 
 
 def evidence_window(analysis: Analysis, limit: int = LIMIT) -> list[LogRecord]:
@@ -56,7 +60,9 @@ def evidence_window(analysis: Analysis, limit: int = LIMIT) -> list[LogRecord]:
                if r.kind in RECORD_KINDS]
     errors = [e.record for s in sources for e in s.weak]
     background = [m.record for m in [*d.collateral[:20], *d.history[:5]]]
-    tails = [r for s in sources for r in s.tail]
+    framed = {(r.source, c) for r in [*decisive, *per_source] for c in r.context}  # frames shown with their exception
+    tails = [r for s in sources for r in s.tail if (r.source, r.text) not in framed]
+    per_source = [r for r in per_source if (r.source, r.text) not in framed]
     ordered: list[LogRecord] = []
     repeats: list[LogRecord] = []
     seen: set[tuple[str, int]] = set()
