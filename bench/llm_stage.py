@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import DEFAULT_SETS, EXPECTED_FAMILY, FILE_FOR_KIND, OUR_FAMILY, load  # noqa: E402
 
 from diagnoser.classify.config import LLMConfig, load_config  # noqa: E402
-from diagnoser.classify.stage import llm_stage, prepare, runbook_texts  # noqa: E402
+from diagnoser.classify.stage import prepare, review, runbook_texts  # noqa: E402
+from diagnoser.classify.window import evidence_window  # noqa: E402
 from diagnoser.triage import Analysis, analyse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +112,7 @@ def similar_of(a: Analysis, use: bool) -> list:
         from diagnoser.retrieve.api import similar_incidents
     except ImportError:
         return []
-    return similar_incidents("\n".join(r.text for r in a.window()))
+    return similar_incidents("\n".join(r.text for r in evidence_window(a)))
 
 
 def real_tokens(url: str, text: str) -> int | None:
@@ -179,7 +180,7 @@ def sizes(items: list[dict], analyses: list[Analysis], cfg: LLMConfig, url: str 
     est, real, offered, kept, seconds = [], [], [], [], []
     for a in analyses:
         started = time.perf_counter()
-        p = prepare(a.diagnosis, a.window(), similar_of(a, retrieval), books_of(a), probe)
+        p = prepare(a.diagnosis, evidence_window(a), similar_of(a, retrieval), books_of(a), probe)
         seconds.append(time.perf_counter() - started)
         est.append(p.tokens)
         offered.append(len(p.items) + p.dropped_lines)
@@ -204,9 +205,10 @@ def run_stage(items: list[dict], analyses: list[Analysis], cfg: LLMConfig, limit
     chosen = list(zip(items, analyses, strict=True))[: limit or None]
     latency, rows = [], []
     for n, (item, a) in enumerate(chosen, 1):
-        window = a.window()
+        if retrieval and not a.diagnosis.similar_incidents:
+            a.diagnosis = a.diagnosis.model_copy(update={"similar_incidents": similar_of(a, retrieval)})
         started = time.perf_counter()
-        d = llm_stage(a.diagnosis, window, similar_of(a, retrieval), books_of(a), cfg)
+        d = review(a, cfg)
         latency.append(time.perf_counter() - started)
         failed = any(note.startswith(("LLM stage failed", "LLM stage error", "LLM stage skipped")) for note in d.notes)
         rows.append({"id": item["id"], "truth": [item["category"], EXPECTED_FAMILY[item["expected_action"]]],
