@@ -16,6 +16,7 @@ the bench is triaging (`endpoint.case = ...`) and of the prompt it was actually 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -130,6 +131,8 @@ class ScriptedEndpoint:
         self.policy, self.seed = policy, seed
         self.case: CorpusCase | None = None
         self.answers: list[dict] = []
+        self.shown: list[int] = []  # evidence lines in each prompt
+        self.digests: set[str] = set()  # distinct prompts
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -154,7 +157,10 @@ class ScriptedEndpoint:
                     return
                 prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
                 rng = random.Random(f"{outer.seed}:{outer.case.id}")
-                answer = POLICIES[outer.policy](outer.case, evidence_lines(prompt), rng)
+                lines = evidence_lines(prompt)
+                outer.shown.append(len(lines))
+                outer.digests.add(hashlib.sha256(prompt.encode()).hexdigest())
+                answer = POLICIES[outer.policy](outer.case, lines, rng)
                 outer.answers.append(answer)
                 self._send(200, completion(answer, bool(body.get("tools"))))
 

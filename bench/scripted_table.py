@@ -63,6 +63,10 @@ def scripted_table(args) -> int:
         for e in endpoints.values():
             e.close()
     table = summarise(rows, ["rules", *policies])
+    first = endpoints[policies[0]]
+    shown = sorted(first.shown)
+    table["prompts"] = {"sent": len(shown), "distinct": len(first.digests), "without_lines": shown.count(0),
+                        "lines_p50": shown[len(shown) // 2] if shown else 0, "lines_max": max(shown, default=0)}
     print_table(table, len(rows))
     if args.show:
         for p in policies:
@@ -98,6 +102,8 @@ def print_table(table: dict, n: int) -> None:
     print(f"{'endpoint':<12}{'category':>10}{'family':>9}{'node acts':>11}{'non-job':>9}{'uc->node':>10}"
           f"{'UC->node':>10}  decided by")
     for col, t in table.items():
+        if col == "prompts":
+            continue
         name = "none" if col == "rules" else col
         by = ", ".join(f"{k} {v}" for k, v in sorted(t["decided_by"].items(), key=lambda kv: -kv[1]))
         print(f"{name:<12}{t['category']:>9.1f}%{t['family']:>8.1f}%{t['node_actions']:>11}"
@@ -106,4 +112,7 @@ def print_table(table: dict, n: int) -> None:
     print("(none = rules + retrieval; node acts = drains/exclusions; non-job = those naming a node that is not the "
           "job's; uc->node = rules+retrieval user_code verdicts turned into a node action; UC->node = cases labelled "
           "user_code given a node action)")
+    p = table["prompts"]
+    print(f"prompts: {p['sent']} sent, {p['distinct']} distinct, {p['without_lines']} without evidence lines; "
+          f"evidence lines per prompt: median {p['lines_p50']}, max {p['lines_max']}")
 

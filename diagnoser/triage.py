@@ -133,7 +133,11 @@ def analyse(
     if verdict is None:
         weak = [e for s in readable for e in s.weak]
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
-    return Analysis(with_retrieval(verdict), d, scan, books)
+    analysis = Analysis(with_retrieval(verdict), d, scan, books)
+    from diagnoser.classify.scope import police_verdict  # the policy table every verdict passes
+
+    analysis.diagnosis = police_verdict(analysis, analysis.diagnosis)
+    return analysis
 
 
 SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what masking kept (paths, names)

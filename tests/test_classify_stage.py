@@ -210,3 +210,20 @@ def test_the_stage_is_what_triage_runs_with_an_endpoint(tmp_path):
     verdict = json.loads(result.stdout)
     assert (verdict["category"], verdict["action"], verdict["rule"]) == ("user_code", "stop_and_notify", "cuda-oom")
     assert len(ep.requests) == 1
+
+
+def test_rule_verdicts_pass_the_same_policy_table(tmp_path):
+    from diagnoser.classify.scope import police_verdict
+    from diagnoser.models import Culprit
+
+    a = analyse([str(oom_job(tmp_path / "job"))], workers=1)
+    assert police_verdict(a, a.diagnosis) is a.diagnosis  # what triage returned already passed it
+    drain = a.diagnosis.model_copy(update={"category": Category.INFRA, "action": Action.RESTART_EXCLUDING_NODES,
+                                           "culprit": Culprit(nodes=["NVRM", "gpu-017", "gpu-018"])})
+    d = police_verdict(a, drain)
+    # NVRM is no node of the job; gpu-017 only timed out; the OOM line comes from gpu-018
+    assert d.culprit.nodes == ["gpu-018"] and d.action == Action.RESTART_EXCLUDING_NODES
+    assert "NVRM" in "\n".join(d.notes)
+    hw = a.diagnosis.model_copy(update={"category": Category.HARDWARE, "action": Action.DRAIN_AND_RESTART,
+                                        "rule": None})
+    assert (police_verdict(a, hw).category, police_verdict(a, hw).action) == (Category.UNKNOWN, Action.ESCALATE)

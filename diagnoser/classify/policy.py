@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from diagnoser.models import Action, Category, LogRecord
+from diagnoser.models import Action, Category, Culprit, DecidedBy, Diagnosis, LogRecord
 
 MAX_NODES_REMOVED = 2  # drain/exclude more nodes than this only with a human
 KERNEL_KINDS = frozenset({"dmesg", "syslog"})
@@ -144,3 +144,31 @@ def police(who: str, category: Category, action: Action, nodes: Iterable[str], l
         if not kept:
             notes.append(f"{action.value} names no node of this job: the controller escalates it")
     return Policed(category, action, kept, notes, (category, action) != start)
+
+
+def with_own_rule(scope: JobScope, rule: Diagnosis) -> JobScope:
+    """The scope with the rule verdict's own match recorded: a line its rule matched (so a hardware
+    rule's line names the part even when no pattern of `HARDWARE_PART` does)."""
+    if rule.decided_by != DecidedBy.RULE or not rule.rule or not rule.first_failure:
+        return scope
+    key = (rule.first_failure.source, rule.first_failure.line)
+    own = RuleRef(rule.rule, rule.category, scope.priorities.get(rule.rule, 100))
+    return JobScope(scope.nodes, scope.ranks, scope.rank_nodes,
+                    {**scope.line_rules, key: (*scope.line_rules.get(key, ()), own)}, scope.priorities)
+
+
+def lines_of(d: Diagnosis, records: Mapping[tuple[str, int], LogRecord]) -> list[LogRecord]:
+    """The records behind a verdict's evidence (a bare record when none is at hand)."""
+    return [records.get((e.source, e.line)) or LogRecord(source=e.source, line=e.line, text=e.text)
+            for e in d.evidence]
+
+
+def policed(rule: Diagnosis, lines: list[LogRecord], scope: JobScope) -> Diagnosis:
+    """A rules + retrieval verdict under the same table as a model's answer (unchanged when it passes)."""
+    p = police(rule.decided_by.value, rule.category, rule.action, rule.culprit.nodes, lines, scope)
+    if (p.category, p.action, p.nodes) == (rule.category, rule.action, list(rule.culprit.nodes)):
+        return rule
+    culprit = rule.culprit if p.nodes == list(rule.culprit.nodes) else Culprit(
+        nodes=p.nodes, ranks=rule.culprit.ranks, gpus=rule.culprit.gpus if p.nodes else [])
+    return rule.model_copy(update={"category": p.category, "action": p.action, "culprit": culprit,
+                                   "notes": [*rule.notes, *p.notes]})

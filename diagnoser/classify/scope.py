@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from diagnoser.classify.policy import JobScope, RuleRef
-from diagnoser.models import LogRecord
+from diagnoser.classify.policy import JobScope, RuleRef, lines_of, policed, with_own_rule
+from diagnoser.models import Diagnosis, LogRecord
 
 if TYPE_CHECKING:
     from diagnoser.triage import Analysis
@@ -64,3 +64,9 @@ def scope_of(analysis: Analysis) -> JobScope:
             line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
     return JobScope(job_nodes(analysis), frozenset(ranks), rank_nodes, line_rules,
                     {b.id: b.priority for b in books.values()})
+
+
+def police_verdict(analysis: Analysis, verdict: Diagnosis) -> Diagnosis:
+    """A rules + retrieval verdict of this analysis under the policy table (`policy.police`)."""
+    scope = with_own_rule(scope_of(analysis), verdict)
+    return policed(verdict, lines_of(verdict, all_records(analysis)), scope)

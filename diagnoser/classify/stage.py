@@ -21,11 +21,11 @@ from diagnoser.classify.cache import AnswerCache, MethodMemory, answer_key
 from diagnoser.classify.config import LLMConfig
 from diagnoser.classify.guard import check
 from diagnoser.classify.merge import decide
-from diagnoser.classify.policy import JobScope, RuleRef, police
+from diagnoser.classify.policy import JobScope, lines_of, policed, with_own_rule
 from diagnoser.classify.prompt import REPAIR_RESERVE, Prompt, build_prompt
 from diagnoser.classify.redact import RemoteRefused, check_endpoint, redact
 from diagnoser.classify.structured import StructuredClient, schema_reserve
-from diagnoser.models import Culprit, DecidedBy, Diagnosis, LogRecord, SimilarIncident
+from diagnoser.models import Diagnosis, LogRecord, SimilarIncident
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 
 if TYPE_CHECKING:
@@ -68,37 +68,11 @@ def prepare(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarIncid
     return prompt
 
 
-def _scope(rule: Diagnosis, window: list[LogRecord], scope: JobScope | None) -> JobScope:
-    if scope is None:  # no Analysis at hand: the window's own node and rank fields
-        try:
-            priorities = {b.id: b.priority for b in load_runbooks()}
-        except Exception:  # noqa: BLE001 - an unreadable runbook directory must not lose the verdict
-            priorities = {}
-        scope = JobScope.of_records(window, rule.culprit.nodes, priorities)
-    if rule.decided_by == DecidedBy.RULE and rule.rule and rule.first_failure:
-        # the rule's own match is a line its rule matched (a hardware rule names the part)
-        key = (rule.first_failure.source, rule.first_failure.line)
-        own = RuleRef(rule.rule, rule.category, scope.priorities.get(rule.rule, 100))
-        scope = JobScope(scope.nodes, scope.ranks, scope.rank_nodes,
-                         {**scope.line_rules, key: (*scope.line_rules.get(key, ()), own)}, scope.priorities)
-    return scope
-
-
-def lines_of(d: Diagnosis, records: dict[tuple[str, int], LogRecord]) -> list[LogRecord]:
-    """The records behind a verdict's evidence (a bare record when the window does not hold one)."""
-    return [records.get((e.source, e.line)) or LogRecord(source=e.source, line=e.line, text=e.text)
-            for e in d.evidence]
-
-
-def policed(rule: Diagnosis, lines: list[LogRecord], scope: JobScope) -> Diagnosis:
-    """The rules + retrieval verdict under the same policy table as the model's answer."""
-    p = police(rule.decided_by.value, rule.category, rule.action, rule.culprit.nodes, lines, scope)
-    if (p.category, p.action, p.nodes) == (rule.category, rule.action, list(rule.culprit.nodes)):
-        return rule
-    culprit = rule.culprit if p.nodes == list(rule.culprit.nodes) else Culprit(
-        nodes=p.nodes, ranks=rule.culprit.ranks, gpus=rule.culprit.gpus if p.nodes else [])
-    return rule.model_copy(update={"category": p.category, "action": p.action, "culprit": culprit,
-                                   "notes": [*rule.notes, *p.notes]})
+def _priorities() -> dict[str, int]:
+    try:
+        return {b.id: b.priority for b in load_runbooks()}
+    except Exception:  # noqa: BLE001 - an unreadable runbook directory must not lose the verdict
+        return {}
 
 
 def llm_stage(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarIncident],
@@ -117,7 +91,9 @@ def llm_stage(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarInc
     base = rule if rule.similar_incidents or not similar else rule.model_copy(update={"similar_incidents": similar})
     if not config.enabled:
         return _noted(base, config.describe())
-    scope = _scope(base, window, scope)
+    if scope is None:  # no Analysis at hand: the window's own node and rank fields
+        scope = JobScope.of_records(window, base.culprit.nodes, _priorities())
+    scope = with_own_rule(scope, base)
     known = {**(records or {}), **{(r.source, r.line): r for r in window}}
     rule_lines = lines_of(base, known)
     base = policed(base, rule_lines, scope)
