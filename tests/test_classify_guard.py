@@ -219,3 +219,13 @@ def test_instruction_like_lines_are_recognised(line):
 ])
 def test_ordinary_log_lines_are_not_flagged(line):
     assert not looks_like_instruction(line)
+
+
+def test_at_equal_strength_the_model_must_cite_the_line_the_rule_rests_on():
+    rule = rule_on(TRACE, "python-exception", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.6)
+    elsewhere = merged(answer(category="infra", subtype="x", action="retry_after_backoff", evidence=["E3"],
+                              culprit_nodes=[]), rule)
+    assert (elsewhere.category, elsewhere.decided_by) == (Category.USER_CODE, DecidedBy.RULE)
+    same_line = merged(answer(category="infra", subtype="x", action="retry_after_backoff", evidence=["E5"],
+                              culprit_nodes=[]), rule)
+    assert (same_line.category, same_line.decided_by) == (Category.INFRA, DecidedBy.LLM)

@@ -17,12 +17,13 @@ The rule, in order:
    - 1  a generic class (the `python-exception` runbook, catalog rules below priority 40, the
         collective/hang analysis, a neighbour vote); for the model: any other grounded line;
    - 0  no verdict (`unknown`).
-   The model wins when its evidence is stronger; at equal strength when its action removes no node
-   (it read the whole window, the rule stage took the first signature; but draining or excluding a
-   node takes evidence stronger than the verdict it replaces, unless the category is the same).
-   Within the same category the action is a refinement the context decides (a full disk vs. a
-   transient storage error, a firewall vs. a flaky link): the model's action is taken unless it
-   removes a node on weaker evidence, or the rule side is kernel-proven hardware or a person's
+   The model wins when its evidence is stronger. When it is not stronger, the model must at least
+   cite the line the verdict rests on (its first failure) and read it differently; then it wins at
+   equal strength when its action removes no node (it read the whole window, the rule stage took
+   the first signature; draining or excluding a node takes evidence stronger than the verdict it
+   replaces, unless the category is the same), and within the same category it may choose the
+   action (a full disk vs. a transient storage error, a firewall vs. a flaky link) unless that
+   removes a node on weaker evidence or the rule side is kernel-proven hardware or a person's
    correction. When the model wins, its verdict's confidence comes from its evidence
    (0.6 / 0.75 / 0.9 for 1 / 2 / 3), never from what it says of itself, and `rule` is empty.
 """
@@ -104,11 +105,12 @@ def decide(rule: Diagnosis, checked: Checked, scope: JobScope, rule_lines: list[
     mine = rule_strength(rule, rule_lines, scope)
     theirs, backing = answer_strength(checked.category, checked.cited, scope)
     ff = rule.first_failure
-    if mine == 2 and ff and any((r.source, r.line) == (ff.source, ff.line) for r in checked.cited):
+    reads = ff is None or any((r.source, r.line) == (ff.source, ff.line) for r in checked.cited)
+    if mine == 2 and ff is not None and reads:
         theirs = max(theirs, 2)  # it reads the rule's own decisive line differently: the same evidence
     same, removes = checked.category == rule.category, checked.action in REMOVES_NODES
-    wins = (theirs > mine or (theirs == mine and (same or not removes))
-            or (same and not removes and mine <= 2))
+    wins = theirs > mine or (reads and ((theirs == mine and (same or not removes))
+                                        or (same and not removes and mine <= 2)))
     weighed = f"evidence {theirs} (LLM) vs {mine} ({rule.decided_by.value}{', ' + rule.rule if rule.rule else ''})"
     if not wins:
         return stands(f"LLM disagreed, {weighed}")
