@@ -14,6 +14,15 @@ any OpenAI-compatible endpoint, e.g. a strong model:
     python bench/llm_stage.py --local --limit 8
     python bench/llm_stage.py --base-url https://api.openai.com/v1 --model gpt-4o-mini --context-tokens 32000
     python bench/llm_stage.py --sizes-only
+    python bench/llm_stage.py --scripted all            # the corpus table with scripted endpoints
+
+--scripted POLICY (oracle, adversary, random, abstain or all) runs the labelled corpus
+(diagnoser/data/corpus/*.jsonl) instead: each case's log is written to a file and triaged with a
+fresh, empty store (DIAGNOSER_STORE in a temp dir) and an incident memory that holds out the case's
+own source repository; the LLM stage then asks a scripted OpenAI-compatible endpoint on loopback
+(bench/scripted_llm.py) with the answer cache off, and the table compares each endpoint with rules +
+retrieval alone: category and action-family accuracy, drains/exclusions of nodes that are not the
+job's, and rules+retrieval user-code verdicts turned into a node action.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import DEFAULT_SETS, EXPECTED_FAMILY, FILE_FOR_KIND, OUR_FAMILY, load  # noqa: E402
 
 from diagnoser.classify.config import LLMConfig, load_config  # noqa: E402
-from diagnoser.classify.stage import llm_stage, prepare, runbook_texts  # noqa: E402
+from diagnoser.classify.stage import prepare, review, runbook_texts  # noqa: E402
+from diagnoser.classify.window import evidence_window  # noqa: E402
 from diagnoser.triage import Analysis, analyse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +112,7 @@ def similar_of(a: Analysis, use: bool) -> list:
         from diagnoser.retrieve.api import similar_incidents
     except ImportError:
         return []
-    return similar_incidents("\n".join(r.text for r in a.window()))
+    return similar_incidents("\n".join(r.text for r in evidence_window(a)))
 
 
 def real_tokens(url: str, text: str) -> int | None:
@@ -127,7 +137,15 @@ def main() -> int:
     parser.add_argument("--sizes-only", action="store_true", help="prompt sizes only, no endpoint")
     parser.add_argument("--retrieval", action="store_true", help="add similar incidents from diagnoser.retrieve")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--scripted", choices=["oracle", "adversary", "random", "abstain", "all"],
+                        help="run the labelled corpus against scripted endpoints (see above)")
+    parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
+    parser.add_argument("--show", type=int, default=0, help="with --scripted: list up to N misses per endpoint")
     args = parser.parse_args()
+    if args.scripted:
+        from scripted_table import scripted_table
+
+        return scripted_table(args)
     items = load(args.sets)
     if not items:
         print("no labelled items found", file=sys.stderr)
@@ -162,7 +180,7 @@ def sizes(items: list[dict], analyses: list[Analysis], cfg: LLMConfig, url: str 
     est, real, offered, kept, seconds = [], [], [], [], []
     for a in analyses:
         started = time.perf_counter()
-        p = prepare(a.diagnosis, a.window(), similar_of(a, retrieval), books_of(a), probe)
+        p = prepare(a.diagnosis, evidence_window(a), similar_of(a, retrieval), books_of(a), probe)
         seconds.append(time.perf_counter() - started)
         est.append(p.tokens)
         offered.append(len(p.items) + p.dropped_lines)
@@ -187,9 +205,10 @@ def run_stage(items: list[dict], analyses: list[Analysis], cfg: LLMConfig, limit
     chosen = list(zip(items, analyses, strict=True))[: limit or None]
     latency, rows = [], []
     for n, (item, a) in enumerate(chosen, 1):
-        window = a.window()
+        if retrieval and not a.diagnosis.similar_incidents:
+            a.diagnosis = a.diagnosis.model_copy(update={"similar_incidents": similar_of(a, retrieval)})
         started = time.perf_counter()
-        d = llm_stage(a.diagnosis, window, similar_of(a, retrieval), books_of(a), cfg)
+        d = review(a, cfg)
         latency.append(time.perf_counter() - started)
         failed = any(note.startswith(("LLM stage failed", "LLM stage error", "LLM stage skipped")) for note in d.notes)
         rows.append({"id": item["id"], "truth": [item["category"], EXPECTED_FAMILY[item["expected_action"]]],

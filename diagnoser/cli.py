@@ -94,13 +94,11 @@ def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, l
                   no_remote: bool | None) -> Diagnosis:
     """The LLM stage reviews the rule verdict when an endpoint is configured (never raises: on any
     endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError."""
-    from diagnoser.classify import llm_stage, load_config, runbook_texts
+    from diagnoser.classify import load_config
+    from diagnoser.classify.stage import review
 
     config = load_config(base_url=base_url, model=model, llm=llm, no_remote=no_remote)
-    d = analysis.demarcation
-    books = [analysis.runbooks[m.runbook_id] for m in [d.root, *d.competing[:2]] if m]
-    return llm_stage(analysis.diagnosis, analysis.window(), list(analysis.diagnosis.similar_incidents),
-                     runbook_texts(books), config)
+    return review(analysis, config)
 
 
 @app.command("runbooks")

@@ -140,7 +140,11 @@ def analyse(
     verdict = with_retrieval(verdict)
     if verdict.decided_by == DecidedBy.NONE:
         verdict = with_closest_vocabulary(verdict, [e.record.text for s in readable for e in s.weak][:400], runbooks)
-    return Analysis(verdict, d, scan, books)
+    analysis = Analysis(verdict, d, scan, books)
+    from diagnoser.classify.scope import police_verdict  # the policy table every verdict passes
+
+    analysis.diagnosis = police_verdict(analysis, analysis.diagnosis)
+    return analysis
 
 
 def with_closest_vocabulary(verdict: Diagnosis, error_lines: list[str], rules: list[Runbook]) -> Diagnosis:

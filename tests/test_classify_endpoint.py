@@ -394,7 +394,7 @@ def test_obedient_model_cannot_drain_when_the_rule_is_confident(endpoint, tmp_pa
                                              "action": Action.STOP_AND_NOTIFY, "confidence": 0.9})
     d = run(ep.url, tmp_path, rule=rule, window=job_window(HOSTILE))
     assert d.action == Action.STOP_AND_NOTIFY and d.decided_by == DecidedBy.RULE
-    assert "LLM disagreed" in notes(d)
+    assert "the rule verdict stands" in notes(d)
 
 
 def test_obedient_model_cannot_drain_when_the_rules_found_nothing(endpoint, tmp_path):

@@ -100,3 +100,23 @@ def test_estimate_is_pessimistic_for_logs():
     assert estimate_tokens("0x" + "f" * 10) >= 4
     assert estimate_tokens("1234567890") >= 10
     assert estimate_tokens("") == 0
+
+
+def test_the_windows_strongest_lines_go_in_before_runbooks_and_incidents():
+    from diagnoser.classify.prompt import STRONG_LINES
+
+    window = [LogRecord(source=f"n{i}/rank{i}.log", line=i + 1, rank=i, node=f"n{i}", time=T + timedelta(seconds=i),
+                        text=f"[rank{i}]: ValueError: failure {chr(97 + i % 26)}{chr(97 + i // 26)} " + "x" * 40)
+              for i in range(STRONG_LINES + 20)]
+    book = "id: big\ncategory: infra\nsubtype: big\naction: restart\n---\n## What it means\n" + "word " * 2000
+    similar = [SimilarIncident(id=f"inc-{i}", score=0.9, category=Category.INFRA, action=Action.RESTART,
+                               subtype="x", resolution="y " * 100) for i in range(5)]
+    unknown = Diagnosis(category=Category.UNKNOWN, subtype="no_signature", action=Action.ESCALATE, confidence=0.0,
+                        root_cause="no rule", decided_by=DecidedBy.NONE)
+    full = build_prompt(unknown, window, similar, {"runbooks/big.md": book}, 100_000)
+    assert len(full.items) == len(window) and "runbooks/big.md" in full.user
+    budget = build_prompt(unknown, window[:STRONG_LINES], [], {}, 100_000).tokens + 60  # room for those lines only
+    tight = build_prompt(unknown, window, similar, {"runbooks/big.md": book}, budget)
+    shown = {item.record.rank for item in tight.items.values()}
+    assert set(range(STRONG_LINES)) <= shown  # the strongest lines survive; runbook and incidents give way
+    assert tight.tokens <= budget and tight.dropped_other >= 1 and "runbooks/big.md" not in tight.user

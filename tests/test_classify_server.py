@@ -29,7 +29,7 @@ import pytest
 
 from diagnoser.classify.backends import LangChainTransport, OpenAITransport
 from diagnoser.classify.config import LLMConfig
-from diagnoser.classify.guard import ALLOWED, REMOVES_NODES
+from diagnoser.classify.policy import ALLOWED, REMOVES_NODES
 from diagnoser.classify.prompt import MESSAGE_OVERHEAD
 from diagnoser.classify.stage import llm_stage, prepare, prompt_budget
 from diagnoser.models import Action, Category, DecidedBy, Diagnosis, LogRecord

@@ -1,15 +1,17 @@
 """The LLM stage: grounded classification through any OpenAI-compatible endpoint.
 
-    from diagnoser.classify import load_config, llm_stage, runbook_texts
-    verdict = llm_stage(rule_verdict, analysis.window(), similar, runbook_texts(books), load_config())
+    from diagnoser.classify import load_config, review
+    verdict = review(analyse(paths), load_config())   # what `diagnoser triage` runs with an endpoint
 
-Modules: config (endpoint settings), redact (secrets, --no-remote), prompt (template + token budget),
-backends (openai / langchain transports), structured (output method chain), answer (the answer
-model), guard (grounding, policy, merge), cache (answers, methods), stage (the pipeline),
-rules + cli (`diagnoser rules propose`).
+Modules: config (endpoint settings), redact (secrets, --no-remote), window (the evidence the model
+is shown), prompt (template + token budget), backends (openai / langchain transports), structured
+(output method chain), answer (the answer model), scope (the job's nodes), policy (the one policy
+table for rule, retrieval and LLM verdicts), guard (grounding), merge (rules + retrieval vs. the
+model, by strength of evidence), cache (answers, methods), stage (the pipeline), rules + cli
+(`diagnoser rules propose`).
 """
 
 from diagnoser.classify.config import LLMConfig, load_config
-from diagnoser.classify.stage import llm_stage, runbook_texts
+from diagnoser.classify.stage import llm_stage, review, runbook_texts
 
-__all__ = ["LLMConfig", "llm_stage", "load_config", "runbook_texts"]
+__all__ = ["LLMConfig", "llm_stage", "load_config", "review", "runbook_texts"]

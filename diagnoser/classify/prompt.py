@@ -5,7 +5,8 @@ gpu-017/rank5.log:812 | ...`), oldest first. Log text is quoted as JSON strings 
 derived from the evidence's hash, so a log line can neither close the data block nor pass for a
 line of the prompt. Lines repeated by many ranks collapse into one with a count. When the prompt
 would not fit the model's context, the lowest-value parts go first (repeats, later evidence,
-extra runbooks and incidents); the decisive lines and the rule verdict stay.
+extra runbooks and incidents); the decisive lines, the window's strongest lines and the rule
+verdict stay.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_CONTEXT_LINES = 4  # traceback frames kept under an exception line
 MAX_CONTEXT_CHARS = 160
 MAX_RUNBOOK = 900  # characters of one runbook excerpt
 MAX_REPEATS_SHOWN = 2  # lines of the same template shown before collapsing into a count
+STRONG_LINES = 24  # the window's first lines (its strongest, see window.py) go in before runbooks and incidents
 MAX_WINDOW = 600  # records considered at most (the window is ordered by value); a budget never fits more
 REDACT_OVERLAP = 256  # characters redacted beyond a cut, so a secret across the cut is still recognised
 MESSAGE_OVERHEAD = 8  # chat-template tokens per message
@@ -299,7 +301,8 @@ def build_prompt(rule: Diagnosis, window: list[LogRecord], similar: list[Similar
         rank_of.setdefault((r.source, r.line), n)
     for item in items:
         key = (item.record.source, item.record.line)
-        value = 0.0 if key in decisive else 3.0 + rank_of[key] / (len(rank_of) + 1)
+        n = rank_of[key]
+        value = 0.0 if key in decisive else (0.5 if n < STRONG_LINES else 3.0) + n / (len(rank_of) + 1)
         parts.append((value, "evidence", item.id, partial(render_item, item)))
     for n, (name, text) in enumerate(runbook_texts.items()):
         parts.append((1.0 if n == 0 else 5.0 + n / 1000, "runbook", name, partial(runbook_excerpt, name, text)))

@@ -27,6 +27,7 @@ NEIGHBOUR_LINES = 40  # how far an untimed hit looks for a timed line each way
 MAX_EVENTS_PER_PATTERN = 256  # per file; the rest are only counted (bounded memory on any input)
 TRACEBACK_MAX_LINES = 120
 EDGE_LINES = 50  # lines read at the start and end of a file for its time span
+TAIL_LINES = 12  # last non-empty lines of a file kept as records: where each rank stopped
 PROGRESS_TAIL_LINES = 2000  # how far back from the end a file's last progress line is looked for
 # A training step line of common trainers (Megatron, DeepSpeed, Lightning/tqdm, HF, torchtitan).
 DEFAULT_PROGRESS = (r"(?i)(?:\b(?:global[_ ]step|step|iter(?:ation)?|it)\b\s*[:=#]?\s*\[?\s*(?P<step>\d+)"
@@ -57,6 +58,7 @@ class FileScan:
     last_time: datetime | None = None
     last_progress: Progress | None = None
     warnings: list[str] = field(default_factory=list)
+    tail: list[LogRecord] = field(default_factory=list)  # the file's last TAIL_LINES non-empty lines, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +301,11 @@ def scan_stream(
                                                                        else 1)
             scan.last_time = _edge_time(_back_lines(region, _end_of_last_line(region), EDGE_LINES), builder)
             scan.last_progress = _last_progress(region, scan.lines, builder, progress)
+            tail = _tail(region, scan.lines, builder)
+            earlier = [r for r in scan.tail if not tail or r.line < tail[0].line]
+            scan.tail = (earlier + tail)[-TAIL_LINES:]
             break
+        scan.tail = _tail(region, win.base_line + count_newlines(region) - 1, builder)
         done_upto = win.base + cut
         keep_from = max(0, cut - LOOKBEHIND_BYTES)
         keep_from = buf.find(b"\n", keep_from, cut) + 1 or keep_from  # start the look-behind on a line
@@ -325,6 +331,19 @@ def _last_progress(region: bytes, last_line: int, builder: _RecordBuilder,
 
 
 _PROGRESS = re.compile(DEFAULT_PROGRESS)
+
+
+def _tail(region: bytes, last_line: int, builder: _RecordBuilder) -> list[LogRecord]:
+    """The last TAIL_LINES non-empty lines of the file as records (bounded look-back)."""
+    out: list[LogRecord] = []
+    line_no = last_line
+    for lo, hi in _back_spans(region, _end_of_last_line(region), 4 * TAIL_LINES):
+        if region[lo:hi].strip():
+            out.append(builder.build(region, lo, hi, line_no, hi)[0])
+            if len(out) >= TAIL_LINES:
+                break
+        line_no -= 1
+    return out[::-1]
 
 
 def _handle_hits(region: bytes, win: _Window, done_upto: int, matcher: MultiMatcher,

@@ -19,7 +19,7 @@ from diagnoser.collect import pyspy
 from diagnoser.collect.files import Source, open_source
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.scanner import Event, Progress, scan_stream
-from diagnoser.models import InputWarning, SignatureMatch
+from diagnoser.models import InputWarning, LogRecord, SignatureMatch
 from diagnoser.prefilter.catalog import CATALOG_DIR
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
@@ -45,6 +45,7 @@ class SourceResult:
     rank: int | None = None  # the rank whose log this is, when it is one rank's log
     stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
+    tail: list[LogRecord] = field(default_factory=list)  # the file's last lines (see collect.scanner.TAIL_LINES)
 
 
 @dataclass
@@ -126,6 +127,7 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
     result.bytes, result.lines = scan.bytes, scan.lines
     result.first_time, result.last_time = scan.first_time, scan.last_time
     result.last_progress = scan.last_progress
+    result.tail = scan.tail
     if result.rank is None and scan.last_progress is not None:
         result.rank = split_prefix(scan.last_progress.text).rank
     return result
