@@ -148,3 +148,25 @@ def test_a_truncated_output_file_is_read_from_its_start(tmp_path) -> None:
     h.pump(final=True)
     assert console.read_text() == out.read_text()
     assert "truncated" in h.note
+
+
+def test_a_run_that_ended_at_once_without_output_is_evidence_of_a_launch_failure(tmp_path) -> None:
+    """Recorded `scontrol show job` of a requeued run that slurmd refused (credential revoked in the
+    same second): FAILED, ExitCode 1:0, StartTime == EndTime, nothing written."""
+    from diagnoser.slurm.commands import SlurmCLI
+    from diagnoser.slurm.executor import handle_evidence
+    from diagnoser.slurm.handle import SlurmHandle
+    from diagnoser.slurm.records import job_from_kv, parse_kv
+    from diagnoser.triage import triage
+
+    rec = job_from_kv(parse_kv("JobId=2 JobName=job.sbatch JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 "
+                               "Restarts=1 SubmitTime=2026-11-23T20:12:36 StartTime=2026-11-23T20:12:36 "
+                               "EndTime=2026-11-23T20:12:36 NodeList=n[1,3] BatchHost=n1"))
+    h = SlurmHandle(SlurmCLI(), "2", 2, tmp_path / "console.log", [], restarts=1)
+    [line] = handle_evidence(h, rec, output_bytes=0)
+    assert "never ran" in line and "n1,n3" in line
+    assert handle_evidence(h, rec, output_bytes=120) == []  # it wrote something: it ran
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "slurm-2.handle.txt").write_text(line + "\n")
+    d = triage([str(tmp_path / "logs")], workers=1)
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "scheduler_launch_failure", "restart")

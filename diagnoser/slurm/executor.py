@@ -28,7 +28,7 @@ import json
 import os
 import shlex
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from diagnoser.act.executors import AttemptSpec, Executor, Handle, Placement
@@ -39,6 +39,9 @@ from diagnoser.slurm.handle import FailedStart, SlurmHandle
 from diagnoser.slurm.nodelogs import KernelSource
 from diagnoser.slurm.records import JobRecord, join_hostlist
 from diagnoser.slurm.sbatch import parse_sbatch, required_nodes, with_exclusions
+
+SILENT_RUN_S = 2.0  # a run this short that wrote nothing did not start its script
+REVOCATION_GAP = timedelta(seconds=3)  # Slurm times have 1 s resolution, slurmd's revocation lags the end
 
 
 class SlurmExecutor(Executor):
@@ -178,6 +181,7 @@ class SlurmExecutor(Executor):
             self.cli.update_job(job_id, ExcNodeList=join_hostlist(sb.excluded))
         after = self.cli.show_job(job_id) or rec
         if after.pending:
+            self._wait_out_revocation(rec.end_time)
             with contextlib.suppress(SlurmError):  # it may have started meanwhile
                 self.cli.update_job(job_id, StartTime="now")
         h = SlurmHandle(self.cli, job_id, spec.attempt, spec.log_path, outputs, after.restarts, self.poll_s)
@@ -185,6 +189,19 @@ class SlurmExecutor(Executor):
         self.handle = h
         self._save(h)
         return h
+
+    @staticmethod
+    def _wait_out_revocation(ended: datetime | None) -> None:
+        """Slurm delays a requeued job by cred_expire+1 s; `StartTime=now` skips that wait, but not
+        entirely: when a run ends, slurmd revokes the job's launch credential, and it refuses any new
+        credential of the job created in a second not after that revocation (cred.c: `ctime <= revoked`).
+        A requeue started within that second fails at once, on healthy nodes, with no output. Waiting
+        REVOCATION_GAP past the previous run's end costs seconds and avoids it."""
+        if ended is None:
+            return
+        wait = (ended + REVOCATION_GAP - datetime.now(UTC)).total_seconds()
+        if 0 < wait <= REVOCATION_GAP.total_seconds():
+            time.sleep(wait)
 
     def _outputs_now(self, rec: JobRecord) -> list[list]:
         """The job's output files with their current sizes (where the next run starts appending)."""
@@ -264,9 +281,12 @@ class SlurmExecutor(Executor):
         opts = CollectOptions(kernel=self.kernel, task_output=self.task_output, since=since,
                               batch_output=console_empty, output_offset=offset, nodes=tuple(self.handle.nodes_seen))
         result = collect_job(self.cli, self.handle.job_id, out_dir, opts)
-        if self.handle.note:  # why the attempt ended, as the handle saw it (e.g. a requeue Slurm did itself)
-            (out_dir / f"slurm-{self.handle.job_id}.handle.txt").write_text(
-                f"diagnoser slurm handle: {self.handle.note}\n", encoding="utf-8")
+        copied = out_dir / f"slurm-{self.handle.job_id}.out"
+        output_bytes = (copied.stat().st_size if copied.exists() else 0) if console_empty else \
+            self.handle.console.stat().st_size
+        seen = handle_evidence(self.handle, result.job, output_bytes)
+        if seen:  # why the attempt ended, as the handle saw it (e.g. a requeue Slurm did itself)
+            (out_dir / f"slurm-{self.handle.job_id}.handle.txt").write_text("\n".join(seen) + "\n", encoding="utf-8")
             result.files.append(f"slurm-{self.handle.job_id}.handle.txt")
         console = self.handle.console
         self.last_collect = result.manifest() | {"console": {
@@ -275,6 +295,19 @@ class SlurmExecutor(Executor):
         (out_dir / MANIFEST).write_text(json.dumps(self.last_collect, indent=1) + "\n", encoding="utf-8")
         return f"slurm: {len(result.files)} files in {result.seconds:.2f} s" + (
             f"; {'; '.join(result.notes)}" if result.notes else "")
+
+
+def handle_evidence(handle: SlurmHandle, job: JobRecord | None, output_bytes: int) -> list[str]:
+    """What the handle saw of the run, as lines the triage reads: why it ended it (e.g. a requeue
+    Slurm did itself), and a run that ended at once without a byte of output (it never ran its script)."""
+    seen = [f"diagnoser slurm handle: {handle.note}"] if handle.note else []
+    if output_bytes == 0 and job and job.start_time and job.end_time:
+        lasted = (job.end_time - job.start_time).total_seconds()
+        if lasted <= SILENT_RUN_S:
+            seen.append(f"diagnoser slurm handle: run of job {handle.job_id} on {','.join(job.nodes) or '?'} ended "
+                        f"{lasted:.0f} s after it started without any output: the batch script never ran (launch "
+                        "failure)")
+    return seen
 
 
 def executor_from_env(run_dir: Path, env: dict[str, str] | None = None) -> SlurmExecutor:
