@@ -68,7 +68,7 @@ def of(events: list, kind: str) -> list:
 
 @has_torch
 def test_sigkill_of_a_rank_restarts_from_the_checkpoint(tmp_path: Path) -> None:
-    summary, events = diagnoser_run(tmp_path, {"FAULT_KILL": "1:5"}, "--on-low-confidence", "restart")
+    summary, events = diagnoser_run(tmp_path, {"FAULT_KILL": "1:5"})  # the defaults restart it
     assert summary["status"] == "succeeded"
     assert_progress(tmp_path)
     (fail,) = of(events, "failure_detected")

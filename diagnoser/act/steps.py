@@ -88,22 +88,25 @@ class StepsMixin:
         decision = decide(history, verdict, self.policy, self.clock.now())
         decision, placement = self._feasible(decision, verdict)
         final, reason, approved_by = decision.action, decision.reason, "policy"
-        if decision.execute and decision.needs_approval:
+        if decision.execute and decision.needs_approval and not self.approver.available:
+            reason = f"{reason}; no approver configured: not waited for"
+        elif decision.execute and decision.needs_approval:
             self._set("approval", f"waiting for approval: {decision.reason}")
             resp = self.approver.request(ApprovalRequest(
                 self.job_id, a.n, decision.action, decision.on_approve, decision.rule, decision.reason,
                 verdict.category.value, verdict.subtype, verdict.confidence, tuple(verdict.culprit.nodes),
                 verdict.root_cause), cancelled=lambda: self.stop_reason is not None)
-            if resp.approved and (resp.action or decision.on_approve) not in (None, Action.ESCALATE):
-                final = resp.action or decision.on_approve or decision.action
-                approved_by, reason = resp.by, f"{reason}; approved by {resp.by}"
+            wanted = resp.action or decision.on_approve
+            if resp.approved and wanted not in (None, Action.ESCALATE):
+                assert wanted is not None
+                final, approved_by, reason = wanted, resp.by, f"{reason}; approved by {resp.by}"
                 if final in NODE_ACTIONS and (placement is None or final is not decision.action):
                     decision = replace(decision, nodes=tuple(verdict.culprit.nodes))
                     checked, placement = self._feasible(replace(decision, action=final), verdict)
                     if checked.action is not final:
-                        final, reason = Action.ESCALATE, f"{reason}; but {checked.reason}"
+                        final, reason = checked.action, f"{reason}; but {checked.reason}"
             else:
-                final, approved_by = Action.ESCALATE, None
+                approved_by = None
                 reason = f"{reason}; not approved ({resp.by}{': ' + resp.note if resp.note else ''})"
         nodes = list(decision.nodes) if final in NODE_ACTIONS else []
         if final is Action.RESTART_EXCLUDING_NODES and placement is not None:
@@ -111,20 +114,22 @@ class StepsMixin:
         self.pending[a.n] = Pending(replace(decision, action=final, nodes=tuple(nodes)), placement)
         self._emit(DecisionMade(time=self.clock.now(), action=final, reason=reason, approved_by=approved_by,
                                 nodes=nodes))
+        if final in RESTARTS and decision.notify:  # the job goes on; a human is told why
+            self._notify(a, final, reason)
 
     def _feasible(self: Controller, d: Decision, verdict: Diagnosis) -> tuple[Decision, Placement | None]:
-        """The executor must be able to do it; otherwise escalate with its reason."""
+        """The executor must be able to do it; otherwise the next less invasive action it can do
+        (drain -> exclude -> plain restart), with a notification and the executor's reason."""
         if not d.execute or d.action not in NODE_ACTIONS:
             return d, None
         if d.action is Action.DRAIN_AND_RESTART and not self.executor.can_drain:
-            return replace(d, action=Action.ESCALATE, rule="executor", needs_approval=True,
-                           on_approve=Action.RESTART,
-                           reason=f"{d.reason}; the {self.executor.name} executor cannot drain nodes"), None
+            d = replace(d, action=Action.RESTART_EXCLUDING_NODES, rule="executor", notify=True,
+                        reason=f"{d.reason}; the {self.executor.name} executor cannot drain nodes")
         placement = self.executor.exclude(self.launch.template, self.launch.env, d.nodes,
                                           tuple(verdict.culprit.ranks))
         if not placement.ok:
-            return replace(d, action=Action.ESCALATE, rule="executor", needs_approval=True,
-                           on_approve=Action.RESTART, reason=f"{d.reason}; {placement.detail}"), None
+            return replace(d, action=Action.RESTART, rule="executor", nodes=(), notify=True,
+                           reason=f"{d.reason}; {placement.detail}; plain restart"), None
         return d, placement
 
     # -------------------------------------------------------------------------------- execute
