@@ -92,12 +92,21 @@ class Handle(ABC):
     def record(self) -> dict:
         """What a restarted controller needs to re-attach (JSON-serialisable)."""
 
+    def known_pids(self) -> set[int]:
+        """Every process of the attempt seen so far, alive or not (for matching kernel OOM kills)."""
+        return set()
+
+    def received_signals(self) -> list[tuple[str, float]]:
+        """Signals the attempt's process group received from anyone, with their wall-clock time."""
+        return []
+
 
 class Executor(ABC):
     """Starts, stops and re-places attempts of one job."""
 
     name: str = "executor"
     can_drain: bool = False  # whether `drain` can work at all (checked before deciding to drain)
+    local_evidence: bool = False  # attempts run on this host: exit codes, OOM counters, signals are visible
 
     @abstractmethod
     def nodes(self) -> list[str]:
@@ -284,6 +293,16 @@ class LocalHandle(Handle):
         return {"pid": self.pid, "create_time": self.create_time, "exit_file": str(self.exit_file),
                 "descendants": {str(k): v for k, v in self._known.items()}}
 
+    def known_pids(self) -> set[int]:
+        return {self.pid, *self._known}
+
+    def received_signals(self) -> list[tuple[str, float]]:
+        try:
+            data = json.loads(self.exit_file.read_text())
+            return [(str(s["signal"]), float(s["time"])) for s in data.get("signals") or []]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return []
+
 
 def read_exit_file(path: Path) -> int | None:
     try:
@@ -326,6 +345,7 @@ class LocalExecutor(Executor):
     """This host. `tee`: add `--tee 3` to a torchrun command so each line names its rank."""
 
     name = "local"
+    local_evidence = True
 
     def __init__(self, tee: bool = True, host: str | None = None) -> None:
         self.tee = tee

@@ -5,11 +5,15 @@ an attempt. Each step ends by writing its audit event, which is what moves the l
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnoser.act import attempts as att
+from diagnoser.act import evidence as ev
 from diagnoser.act.approval import ApprovalRequest, write_json
 from diagnoser.act.checkpoints import Selection
 from diagnoser.act.events import (
@@ -28,6 +32,8 @@ from diagnoser.models import Action, Culprit, Diagnosis
 
 if TYPE_CHECKING:
     from diagnoser.act.controller import Controller
+
+log = logging.getLogger(__name__)
 
 GIVE_UP_RULES = ("budget", "max_restarts", "crash_loop")
 
@@ -52,8 +58,9 @@ class StepsMixin:
         logs = self.layout.logs(d)
         logs.mkdir(parents=True, exist_ok=True)
         t0 = self.clock.monotonic()
-        if self.config.collect_kernel:
-            self.executor.collect_kernel(a.started.time, logs)
+        kernel_note = self.executor.collect_kernel(a.started.time, logs) if self.config.collect_kernel else ""
+        if self.executor.local_evidence:
+            self._exit_evidence(a, d, kernel_note)
         extra = [*self.config.collect, *self.executor.launcher_logs(self.launch.template, a.started.time)]
         try:
             verdict = self.triage_fn([str(logs), *(str(p) for p in extra)])
@@ -67,6 +74,38 @@ class StepsMixin:
         self.verdicts[a.n] = verdict
         self._fail_count(verdict.category.value)
         self._emit(DiagnosisMade.of(verdict, self.clock.now(), a.n, self.clock.monotonic() - t0))
+
+    def _exit_evidence(self: Controller, a: AttemptState, d: Path, kernel_note: str) -> None:
+        """What the controller saw of the attempt's end, as `logs/launcher-exit.log` for the triage."""
+        assert a.failure is not None
+        logs, handle = self.layout.logs(d), self._handle(a)
+        try:
+            record = json.loads(self.layout.launcher_record(d).read_text())
+        except (OSError, ValueError):
+            record = {}
+        before = ev.OomCounter.from_json(record.get("oom_kill_at_start"))
+        now_count = ev.read_oom_kill(Path(before.path)) if before else None
+        after = ev.OomCounter(before.path, now_count) if before and now_count is not None else None
+        ranks, first = ev.launcher_failures(_tail(self.layout.console(d)) or _tail(logs / "launcher.log"))
+        kernel_read, kernel_pids = ev.kernel_oom_pids(logs / "dmesg")
+        failed_at = a.failure.time.timestamp()
+        outside = [(name, datetime.fromtimestamp(t, UTC)) for name, t in
+                   (handle.received_signals() if handle else []) if t <= failed_at]
+        exited = a.failure.exit_code is not None
+        code = a.failure.exit_code if exited else (a.finished.exit_code if a.finished else None)
+        facts = ev.ExitFacts(
+            at=a.failure.time, started=a.started.time, launcher_pid=handle.pid if handle else None,
+            launcher_code=code, ranks=ranks, first=first, pids=handle.known_pids() if handle else set(),
+            kernel_oom_pids=kernel_pids, kernel_log_read=kernel_read or kernel_note.startswith("dmesg:"),
+            oom_before=before, oom_after=after, outside_signals=outside,
+            sent_by_diagnoser=None if exited else f"SIGTERM (then SIGKILL after {self.config.kill_grace_s:g} s) "
+            f"after the {a.failure.how.value} was detected",
+            last_step=a.failure.last_step, last_progress_at=a.failure.last_progress_time,
+            error_file=ev.read_error_file(Path(os.environ.get(ev.ENV_ERROR_FILE) or d / ev.ERROR_FILE)))
+        try:
+            ev.write_exit_evidence(logs, facts)
+        except OSError as exc:  # a full disk must not stop the diagnosis
+            log.warning("exit evidence not written: %s", exc)
 
     def _verdict(self: Controller, a: AttemptState) -> Diagnosis:
         if a.n in self.verdicts:
@@ -223,6 +262,9 @@ class StepsMixin:
         ckpt = selection.checkpoint
         command = att.render_command(self.launch.template, ckpt, n)
         env = {**self.launch.env, **att.job_env(ckpt, n, self.layout.root, self.config.resume_env, rollback_from)}
+        if self.executor.local_evidence and ev.ENV_ERROR_FILE not in os.environ and ev.ENV_ERROR_FILE not in env:
+            env[ev.ENV_ERROR_FILE] = str(d / ev.ERROR_FILE)  # torchrun's @record error file
+            (d / ev.ERROR_FILE).unlink(missing_ok=True)
         when = self.clock.now()
         spec = AttemptSpec(n, command, self.layout.console(d), env)
         record_path = self.layout.launcher_record(d)
@@ -231,6 +273,8 @@ class StepsMixin:
         write_json(record_path, record)
         handle = self.executor.start(spec)
         self.handles[n] = handle
+        oom = ev.oom_counter(handle.pid) if self.executor.local_evidence else None
+        record = {**record, "oom_kill_at_start": oom.to_json() if oom else None}
         write_json(record_path, {**record, "handle": handle.record()})
         self._emit(AttemptStarted(time=when, attempt=n, nodes=self.executor.nodes(),
                                   excluded_nodes=self.state.excluded_nodes(),
@@ -277,6 +321,15 @@ class StepsMixin:
             self.notifier(self.layout.root, payload)
         except Exception as exc:  # noqa: BLE001 - a broken notifier never stops the controller
             self._set("notify_failed", str(exc))
+
+
+def _tail(path: Path, size: int = 2 << 20) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _last_watchdog_line(logs: Path) -> tuple[str, int, str] | None:
