@@ -119,6 +119,11 @@ def run_command(
         _fail(str(exc))
         return
     err = Console(stderr=True)
+    ckpt = cfg.checkpoint_dir
+    if ckpt is not None and not ckpt.is_dir():
+        what = "is not a directory" if ckpt.exists() else "does not exist"
+        err.print(f"[yellow]diagnoser: warning:[/] --checkpoint-dir {ckpt} {what}: every restart would begin at "
+                  "step 0 unless the job creates it", highlight=False, soft_wrap=True)
     controller = Controller(cfg, command)
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
@@ -168,12 +173,15 @@ def checkpoints_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List checkpoints with their validity and the one `diagnoser run` would resume from."""
+    if not directory.is_dir():
+        _fail(f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}")
     store = CheckpointStore(directory, verify_load=verify_load)
     rows = [{"path": str(c.path), "step": c.step, "valid": (v := store.check(c)).ok, "reason": v.reason}
             for c in store.scan()]
     chosen = store.select().checkpoint
     if as_json:
-        sys.stdout.write(json.dumps({"checkpoints": rows, "resume": str(chosen.path) if chosen else None}) + "\n")
+        sys.stdout.write(json.dumps({"checkpoints": rows, "resume": str(chosen.path) if chosen else None,
+                                     "tracker": store.tracker_note()}) + "\n")
         return
     from rich.table import Table
 
