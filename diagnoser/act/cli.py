@@ -21,9 +21,9 @@ from rich.live import Live
 
 from diagnoser.act.approval import REQUEST_FILE, respond
 from diagnoser.act.checkpoints import CheckpointStore
-from diagnoser.act.config import ConfigError, build_config
+from diagnoser.act.config import ConfigError, RunConfig, build_config
 from diagnoser.act.controller import Controller, RunResult
-from diagnoser.act.policy import Mode
+from diagnoser.act.policy import FALLBACK, Mode
 from diagnoser.act.runstate import LockedError
 from diagnoser.act.summary import StatusLine, render_summary, summarize
 from diagnoser.metrics.cli import parse_duration
@@ -96,6 +96,9 @@ def run_command(
     tee: Annotated[bool | None, typer.Option("--tee/--no-tee", help="Add --tee 3 to torchrun [on]")] = None,
     notify: Annotated[str | None, typer.Option(envvar="DIAGNOSER_NOTIFY_COMMAND",
                                                help="Shell command run on each notification")] = None,
+    slack: Annotated[bool | None, typer.Option("--slack/--no-slack", envvar="DIAGNOSER_SLACK",
+                                               help="Post to Slack and ask approvals there [off]")] = None,
+    bot_config: Annotated[Path | None, typer.Option(help="Bot config for --slack [DIAGNOSER_BOT_CONFIG]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout")] = False,
 ) -> None:
     """Run a training job, detect failures and hangs, diagnose them and recover under policy."""
@@ -112,7 +115,7 @@ def run_command(
                "kill_grace_s": _secs(kill_grace), "progress_patterns": tuple(progress_regex) if progress_regex
                else None, "approval_timeout_s": _secs(approval_timeout), "approval_default": approval_default,
                "collect": tuple(collect) if collect else None, "runbooks": runbooks, "tee": tee,
-               "notify_command": notify}
+               "notify_command": notify, "slack": slack, "bot_config": bot_config}
     try:
         cfg = build_config(config, options, policy)
     except (ConfigError, ValueError) as exc:
@@ -124,10 +127,21 @@ def run_command(
         what = "is not a directory" if ckpt.exists() else "does not exist"
         err.print(f"[yellow]diagnoser: warning:[/] --checkpoint-dir {ckpt} {what}: every restart would begin at "
                   "step 0 unless the job creates it", highlight=False, soft_wrap=True)
-    controller = Controller(cfg, command)
+    hooks = _slack(cfg) if cfg.slack else None
+    controller = Controller(cfg, command, approver=hooks.approver if hooks else None)
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
-    result = _supervise(controller, err)
+    held = sorted(a.value for a in cfg.policy.require_approval if a not in FALLBACK)
+    if held and not controller.approver.available:
+        err.print(f"[yellow]diagnoser: warning:[/] require_approval {held} but nobody can approve (no approval "
+                  "timeout, or no Slack approvers): those failures will stop the run", highlight=False, soft_wrap=True)
+    if hooks is not None:
+        hooks.follower.start()
+    try:
+        result = _supervise(controller, err)
+    finally:
+        if hooks is not None:
+            hooks.follower.stop()
     summary = summarize(result.audit, result.status, result.reason)
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
@@ -135,6 +149,25 @@ def run_command(
         render_summary(summary, err)
     if result.status != "succeeded":
         raise typer.Exit(EXIT_INTERRUPTED if result.reason.startswith("interrupted") else 1)
+
+
+def _slack(cfg: RunConfig):
+    """Slack hooks from the bot config: the audit follower posts the run into the job's thread, the
+    approver asks there (only approvers named in the bot config can answer; `diagnoser approve` still can)."""
+    try:
+        from diagnoser.bot.config import load_bot_config
+        from diagnoser.bot.wiring import slack_hooks
+    except ImportError as exc:
+        _fail(f"--slack needs the bot extra (pip install 'diagnoser[bot]'): {exc}")
+        raise
+    try:
+        bot = load_bot_config(cfg.bot_config)
+        given = cfg.approval_timeout_s > 0  # else the bot config's approval_timeout_s / approval_default apply
+        return slack_hooks(cfg.run_dir, cfg.job_id, timeout_s=cfg.approval_timeout_s if given else None,
+                           default_approve=cfg.approval_default == "approve" if given else None, cfg=bot)
+    except ConfigError as exc:
+        _fail(f"--slack: {exc}")
+        raise
 
 
 def _supervise(controller: Controller, err: Console) -> RunResult:

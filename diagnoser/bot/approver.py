@@ -53,7 +53,8 @@ class SlackApprover(Approver):
 
     @property
     def available(self) -> bool:
-        return self.timeout_s > 0
+        """Someone can press Approve: approvers are configured and there is time to wait for them."""
+        return self.timeout_s > 0 and bool(self.approvers)
 
     def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
         """Post the buttons, block until approved, denied, timed out, or `cancelled()` (then deny)."""
