@@ -1,25 +1,34 @@
-"""`diagnoser run` vs plain `torchrun --max-restarts=N` on one fixed fault schedule, side by side.
+"""`diagnoser run` (its defaults) vs plain `torchrun --max-restarts=N` on one fixed fault schedule, side by side.
 
-    python bench/run_vs_torchrun.py [--steps 30] [--step-time 0.3] [--out bench/out]
+    python bench/run_vs_torchrun.py [--steps 36] [--step-time 0.3] [--out bench/out]
 
 The job: tests/e2e/train.py, 2 ranks, gloo on CPU, a checkpoint every 5 steps. The fault
-schedule (each fault fires once; the same for both runs):
+schedule (each fault fires once; the same for every runner):
     step  7  rank 0: OSError [Errno 116] Stale file handle reading a shard (transient, infra)
-    step 14  rank 1: SIGKILL
-    step 21  rank 1: hangs before the all-reduce; rank 0 waits in it
-Baseline: `torchrun --max-restarts 10`; the job resumes from its newest checkpoint by itself
-(`--auto-resume`); a hang ends only when the collective times out (`--pg-timeout`, 60 s here, scaled
-down from NCCL's 600 s default), then torchrun restarts the workers.
-diagnoser: `diagnoser run --hang-timeout 10s --on-low-confidence restart --backoff 2s -- torchrun
---max-restarts 0 ...`; the job resumes from `$DIAGNOSER_RESUME_FROM`.
+    step 14  rank 1: SIGKILL, nothing else (a bare kill: no traceback, no OOM, no scheduler)
+    step 21  rank 0: NCCL "unhandled system error" (ncclSystemError; a transient socket failure)
+    step 28  rank 1: hangs before the all-reduce; rank 0 waits in it
+Baselines: `torchrun --max-restarts 10`; the job resumes from its newest checkpoint by itself
+(`--auto-resume`); a hang ends only when the collective times out (`--pg-timeout`, 60 s here,
+scaled down from NCCL's 600 s default), then torchrun restarts the workers. Two variants:
+- `torchrun` as shipped (torch 2.13): its c10d rendezvous shares one TCPStore across restart rounds
+  and the workers use it without a per-round prefix, so a restarted gloo worker can read its dead
+  peer's address from the previous round, fail `connectFullMesh` ("Connection refused") and burn a
+  restart, or wait for the store's 300 s timeout when the stale port answers (the 310 s gaps seen
+  before this was understood);
+- `torchrun, fresh store` with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, torch's own opt-out (a new
+  store per round): the fair baseline.
+diagnoser: `diagnoser run --hang-timeout 10s --kill-grace 5s -- torchrun --max-restarts 0 ...` with
+no policy flags (default policy, budgets and backoff); the job resumes from `$DIAGNOSER_RESUME_FROM`.
 
-Measured, identically for both from the trainer's own step log (rank 0 logs every step with its
-time and attempt): wall time, ETTR = kept training time / wall time (a step's time counts once,
+Measured, identically for every runner from the trainer's own step log (rank 0 logs every step with
+its time and attempt): wall time, ETTR = kept training time / wall time (a step's time counts once,
 for its last execution), steps recomputed. Per failure: the time from the failure (the job's last
 completed step) to the first step of the next attempt, split into detection (-> torchrun's
 "failed (exitcode" line, or diagnoser's failure_detected), diagnosis (-> diagnoser's decision;
-none for torchrun) and restart (-> first step of the next attempt). Writes
-<out>/run_vs_torchrun.{json,md}. Never part of the test run.
+none for torchrun) and restart (-> first step of the next attempt); for torchrun also the restarts
+burned on the way (attempts that never made a step). Writes <out>/run_vs_torchrun.{json,md}.
+Never part of the test run.
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "tests" / "e2e" / "train.py"
-FAULTS = {"FAULT_TRANSIENT": "0:7", "FAULT_KILL": "1:14", "FAULT_HANG": "1:21"}
+FAULTS = {"FAULT_TRANSIENT": "0:7", "FAULT_KILL": "1:14", "FAULT_NCCL": "0:21", "FAULT_HANG": "1:28"}
+FRESH_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def job_args(work: Path, steps: int, step_time: float) -> list[str]:
@@ -107,8 +117,9 @@ def attempts_of(steps: list[dict]) -> list[tuple[str, float, float]]:
     return [(a, ts[0], ts[-1]) for a, ts in out.items()]
 
 
-def baseline(work: Path, steps: int, step_time: float, restarts: int, timeout: float) -> dict:
-    env = {**os.environ, **FAULTS, "FAULT_STATE_DIR": str(work / "state"), "TRAIN_STEPS_LOG": str(work / "steps.jsonl")}
+def baseline(work: Path, steps: int, step_time: float, restarts: int, timeout: float, fresh_store: bool) -> dict:
+    env = {**os.environ, **FAULTS, "FAULT_STATE_DIR": str(work / "state"), "TRAIN_STEPS_LOG": str(work / "steps.jsonl"),
+           **(FRESH_STORE if fresh_store else {})}
     env.pop("DIAGNOSER_RESUME_FROM", None)
     cmd = ["torchrun", "--standalone", "--nproc-per-node", "2", "--max-restarts", str(restarts),
            *job_args(work, steps, step_time), "--auto-resume"]
@@ -119,20 +130,23 @@ def baseline(work: Path, steps: int, step_time: float, restarts: int, timeout: f
     spans = attempts_of(st)
     for (_, _, last), (_, nxt_first, _) in zip(spans, spans[1:], strict=False):
         det = next((t for t in detected if t > last), None)
+        burned = sum(1 for t in detected if last < t < nxt_first) - 1
         failures.append({"detection_s": round(det - last, 2) if det else None, "diagnosis_s": 0.0,
                          "restart_s": round(nxt_first - det, 2) if det else None,
-                         "total_s": round(nxt_first - last, 2)})
+                         "total_s": round(nxt_first - last, 2), "restarts_burned": max(0, burned)})
     result = ettr_from_steps(st, t1 - t0)
     completed = result["final_step"] == steps
-    return {"runner": f"torchrun --max-restarts {restarts}", "wall_s": round(t1 - t0, 2), **result,
-            "completed": completed, "failures": failures}
+    mesh = sum(1 for _, line in lines if "connectFullMesh failed" in line)
+    name = f"torchrun --max-restarts {restarts}" + (", fresh store" if fresh_store else "")
+    return {"runner": name, "wall_s": round(t1 - t0, 2), **result, "completed": completed,
+            "restarts_used": len(detected), "gloo_mesh_failures": mesh, "failures": failures}
 
 
 def diagnoser(work: Path, steps: int, step_time: float, timeout: float) -> dict:
     env = {**os.environ, **FAULTS, "FAULT_STATE_DIR": str(work / "state"), "TRAIN_STEPS_LOG": str(work / "steps.jsonl")}
     cmd = [sys.executable, "-m", "diagnoser.act.cli", "run", "--json", "--run-dir", str(work / "run"),
-           "--checkpoint-dir", str(work / "ck"), "--hang-timeout", "10s", "--kill-grace", "5s", "--backoff", "2s",
-           "--on-low-confidence", "restart", "--", "torchrun", "--standalone", "--nproc-per-node", "2",
+           "--checkpoint-dir", str(work / "ck"), "--hang-timeout", "10s", "--kill-grace", "5s",
+           "--", "torchrun", "--standalone", "--nproc-per-node", "2",
            "--max-restarts", "0", *job_args(work, steps, step_time)]
     t0, t1, lines = run_timed(cmd, env, work / "diagnoser.log", timeout)
     summary = json.loads(next((line for _, line in reversed(lines) if line.startswith("{")), "{}"))
@@ -162,7 +176,9 @@ def diagnoser(work: Path, steps: int, step_time: float, timeout: float) -> dict:
 def markdown(results: list[dict], meta: dict) -> str:
     rows = [("completed", "completed"), ("wall time (s)", "wall_s"), ("ETTR (step log)", "ettr"),
             ("final step", "final_step"), ("steps executed", "steps_executed"),
-            ("steps recomputed", "steps_recomputed"), ("attempts", "attempts_with_progress")]
+            ("steps recomputed", "steps_recomputed"), ("attempts with progress", "attempts_with_progress"),
+            ("torchrun restarts used", "restarts_used"), ("gloo connectFullMesh failures", "gloo_mesh_failures"),
+            ("status", "status")]
     out = [f"# diagnoser run vs torchrun --max-restarts ({meta['date']})", "",
            f"Job: {meta['steps']} steps x {meta['step_time']} s, 2 ranks gloo/CPU, checkpoint every 5 steps; "
            f"faults: {meta['faults']}; machine load average at start {meta['load']}.", "",
@@ -175,20 +191,21 @@ def markdown(results: list[dict], meta: dict) -> str:
         out.append("")
         for i, f in enumerate(r["failures"], 1):
             what = f" ({f['how']} {f['verdict']} -> {f['action']})" if "how" in f else ""
+            burned = f" ({f['restarts_burned']} restarts burned)" if f.get("restarts_burned") else ""
             out.append(f"- failure {i}{what}: {f['detection_s']} + {f['diagnosis_s']} + {f['restart_s']} "
-                       f"= {f['total_s']}")
+                       f"= {f['total_s']}{burned}")
         out.append("")
     return "\n".join(out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=36)
     ap.add_argument("--step-time", type=float, default=0.3)
     ap.add_argument("--max-restarts", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
-    ap.add_argument("--only", choices=["torchrun", "diagnoser"], help="run one side only")
+    ap.add_argument("--only", choices=["torchrun", "torchrun-fresh", "diagnoser"], help="run one runner only")
     ap.add_argument("--keep", type=Path, help="keep the work directories here")
     args = ap.parse_args()
     meta = {"date": datetime.now().isoformat(timespec="seconds"), "steps": args.steps, "step_time": args.step_time,
@@ -196,7 +213,9 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         for name, fn in (("torchrun", lambda w: baseline(w, args.steps, args.step_time, args.max_restarts,
-                                                          args.timeout)),
+                                                          args.timeout, False)),
+                         ("torchrun-fresh", lambda w: baseline(w, args.steps, args.step_time, args.max_restarts,
+                                                               args.timeout, True)),
                          ("diagnoser", lambda w: diagnoser(w, args.steps, args.step_time, args.timeout))):
             if args.only and name != args.only:
                 continue

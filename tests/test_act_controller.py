@@ -216,7 +216,7 @@ def test_hang_detected_killed_and_restarted(tmp_path: Path) -> None:
 
 
 def test_startup_timeout_before_first_progress(tmp_path: Path) -> None:
-    c, _ = make(tmp_path, [Script([(1, "loading")])], [verdict(Category.INFRA, "x", A.STOP_AND_NOTIFY)])
+    c, _ = make(tmp_path, [Script([(1, "loading")])], [verdict(Category.USER_CODE, "x", A.STOP_AND_NOTIFY)])
     c.run()
     fail = events(c, FailureDetected)[0]
     assert fail.how is FailureHow.HANG and fail.last_step is None
@@ -228,17 +228,36 @@ def test_crash_loop_gives_up(tmp_path: Path) -> None:
     r = c.run()
     assert r.status == "gave_up" and r.attempts == 3
     last = events(c, DecisionMade)[-1]
-    assert last.action is A.ESCALATE and "crash loop" in last.reason and last.approved_by is None
+    assert last.action is A.ESCALATE and "crash loop" in last.reason and "not waited for" in last.reason
 
 
-def test_escalation_approved_runs_the_fallback(tmp_path: Path) -> None:
+def test_unknown_failure_restarts_and_notifies_without_asking(tmp_path: Path) -> None:
+    approver, notes = Approve(False), []
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
+                 [verdict(Category.UNKNOWN, "no_signature", A.ESCALATE, 0.0)], approver=approver)
+    c.notifier = lambda run_dir, payload: notes.append(payload)
+    assert c.run().status == "succeeded" and len(ex.specs) == 2
+    d = events(c, DecisionMade)[0]
+    assert (d.action, d.approved_by) == (A.RESTART, "policy") and approver.requests == []
+    assert [n["action"] for n in notes] == ["restart"] and notes[0]["subtype"] == "no_signature"
+
+
+def test_escalation_held_for_approval_when_configured(tmp_path: Path) -> None:
     approver = Approve(True)
     c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
-                 [verdict(Category.UNKNOWN, "no_signature", A.ESCALATE, 0.1)], approver=approver)
+                 [verdict(Category.UNKNOWN, "no_signature", A.ESCALATE, 0.1)], approver=approver,
+                 policy=Policy(require_approval=frozenset({A.ESCALATE})))
     assert c.run().status == "succeeded"
     d = events(c, DecisionMade)[0]
     assert (d.action, d.approved_by) == (A.RESTART, "alice")
     assert approver.requests[0].rule == "low_confidence"
+
+
+def test_escalation_held_and_denied_stops(tmp_path: Path) -> None:
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1)],
+                 [verdict(Category.UNKNOWN, "no_signature", A.ESCALATE, 0.1)], approver=Approve(False),
+                 policy=Policy(require_approval=frozenset({A.ESCALATE})))
+    assert c.run().status == "stopped" and len(ex.specs) == 1
 
 
 def test_drain_needs_approval_and_drains(tmp_path: Path) -> None:
@@ -252,19 +271,33 @@ def test_drain_needs_approval_and_drains(tmp_path: Path) -> None:
     assert events(c, AttemptStarted)[1].excluded_nodes == ["n2"]
 
 
-def test_denied_approval_stops(tmp_path: Path) -> None:
-    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1)],
+def test_denied_drain_excludes_without_draining(tmp_path: Path) -> None:
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
                  [verdict(Category.HARDWARE, "gpu_xid_79", A.DRAIN_AND_RESTART, nodes=("n2",))],
                  approver=Approve(False))
-    assert c.run().status == "stopped" and ex.drained == []
-    assert events(c, DecisionMade)[0].action is A.ESCALATE
+    assert c.run().status == "succeeded" and ex.drained == []
+    d = events(c, DecisionMade)[0]
+    assert d.action is A.RESTART_EXCLUDING_NODES and d.nodes == ["n2"] and "not approved" in d.reason
+    assert ex.specs[1].command[-2:] == ("--exclude", "n2")
 
 
 def test_default_approver_times_out_to_deny(tmp_path: Path) -> None:
-    c, _ = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1)],
-                [verdict(Category.UNKNOWN, "no_signature", A.ESCALATE, 0.0)], approval_timeout_s=30)
-    assert c.run().status == "stopped"
-    assert "timeout:deny" in events(c, DecisionMade)[0].reason
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
+                 [verdict(Category.HARDWARE, "gpu_xid_79", A.DRAIN_AND_RESTART, nodes=("n2",))],
+                 approval_timeout_s=30)
+    assert c.run().status == "succeeded" and ex.drained == []
+    d = events(c, DecisionMade)[0]
+    assert "timeout:deny" in d.reason and d.action is A.RESTART_EXCLUDING_NODES
+
+
+def test_no_approver_means_no_wait(tmp_path: Path) -> None:
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
+                 [verdict(Category.HARDWARE, "gpu_xid_79", A.DRAIN_AND_RESTART, nodes=("n2",))])
+    assert c.run().status == "succeeded" and ex.drained == []
+    d = events(c, DecisionMade)[0]
+    assert d.action is A.RESTART_EXCLUDING_NODES and "not waited for" in d.reason
+    assert not (c.layout.root / "approval-request.json").exists()
+    assert (d.time - events(c, FailureDetected)[0].time).total_seconds() < 5
 
 
 def test_rollback_picks_an_older_checkpoint_and_tells_the_job(tmp_path: Path) -> None:
@@ -368,12 +401,13 @@ def test_finished_run_dir_starts_a_new_run(tmp_path: Path) -> None:
     assert len(events(c, RunStarted)) == 2 and (c.layout.root / "run2-attempt-001").is_dir()
 
 
-def test_triage_crash_becomes_an_escalation(tmp_path: Path) -> None:
-    c, _ = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1)], [])
+def test_triage_crash_still_restarts(tmp_path: Path) -> None:
+    c, _ = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)], [])
     c.triage_fn = lambda paths: (_ for _ in ()).throw(RuntimeError("boom"))
-    assert c.run().status == "stopped"
+    assert c.run().status == "succeeded"
     diag = events(c, DiagnosisMade)[0]
     assert diag.subtype == "triage_failed" and diag.action is A.ESCALATE
+    assert events(c, DecisionMade)[0].action is A.RESTART
 
 
 def test_stop_requested_during_diagnosis_does_not_restart(tmp_path: Path) -> None:
@@ -398,13 +432,14 @@ def test_restart_excluding_nodes_replans_the_launch(tmp_path: Path) -> None:
     assert "without ['n2']" in [e for e in read_audit(c.layout.audit) if e.type == "action_finished"][0].detail
 
 
-def test_exclusion_the_executor_cannot_do_is_escalated(tmp_path: Path) -> None:
-    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1)],
+def test_exclusion_the_executor_cannot_do_is_a_plain_restart(tmp_path: Path) -> None:
+    c, ex = make(tmp_path, [Script(steps(1, 2), exit_at=3, code=1), Script(steps(1, 2), exit_at=3)],
                  [verdict(Category.HARDWARE, "ib_link_down", A.RESTART_EXCLUDING_NODES, nodes=("n2",))])
     ex.exclude = lambda *a: Placement(False, "cannot restart without n2: it is the only node")
-    assert c.run().status == "stopped" and len(ex.specs) == 1
+    assert c.run().status == "succeeded" and len(ex.specs) == 2
     d = events(c, DecisionMade)[0]
-    assert d.action is A.ESCALATE and "only node" in d.reason and d.nodes == []
+    assert d.action is A.RESTART and "only node" in d.reason and d.nodes == []
+    assert ex.specs[1].command == ex.specs[0].command
 
 
 @pytest.mark.parametrize(("ranks_drop", "ending"), [(True, "succeeded"), (False, "hung")])

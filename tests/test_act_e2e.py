@@ -68,13 +68,18 @@ def of(events: list, kind: str) -> list:
 
 @has_torch
 def test_sigkill_of_a_rank_restarts_from_the_checkpoint(tmp_path: Path) -> None:
-    summary, events = diagnoser_run(tmp_path, {"FAULT_KILL": "1:5"}, "--on-low-confidence", "restart")
+    summary, events = diagnoser_run(tmp_path, {"FAULT_KILL": "1:5"})  # the defaults restart it
     assert summary["status"] == "succeeded"
     assert_progress(tmp_path)
     (fail,) = of(events, "failure_detected")
     assert fail.how.value == "exit" and fail.exit_code not in (0, None)
-    (diag,) = of(events, "diagnosis")
-    assert diag.subtype == "host_oom_suspected" and diag.confidence < 0.6  # SIGKILL: only a suspicion
+    (diag,) = of(events, "diagnosis")  # the controller's own evidence explains the bare SIGKILL
+    assert (diag.category.value, diag.subtype, diag.culprit_ranks) == ("unknown", "killed_by_signal", [1])
+    evidence = (tmp_path / "run" / "attempt-001" / "logs" / "launcher-exit.log").read_text()
+    assert "rank 1 (pid" in evidence and "killed by signal 9 (SIGKILL): no OOM kill recorded, not sent by the " \
+        "scheduler or diagnoser" in evidence
+    assert "rank 0 (pid" in evidence and "exitcode -15" in evidence  # the launcher's teardown
+    assert "last progress: step" in evidence and "oom_kill" in evidence
     (decision,) = of(events, "decision")
     assert decision.action.value == "restart" and "confidence" in decision.reason
     starts = of(events, "attempt_started")

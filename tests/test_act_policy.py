@@ -46,23 +46,34 @@ CASES = [
     ("restart", hist(), verdict(), {}, A.RESTART, "verdict"),
     ("exclude with node", hist(), verdict(H, "xid79", A.RESTART_EXCLUDING_NODES, nodes=("n1",)), {},
      A.RESTART_EXCLUDING_NODES, "verdict"),
-    ("drain with node", hist(), verdict(H, "xid79", A.DRAIN_AND_RESTART, nodes=("n1",)), {},
-     A.DRAIN_AND_RESTART, "verdict"),
+    ("drain without an approver excludes", hist(), verdict(H, "xid79", A.DRAIN_AND_RESTART, nodes=("n1",)), {},
+     A.RESTART_EXCLUDING_NODES, "verdict"),
+    ("drain when not gated", hist(), verdict(H, "xid79", A.DRAIN_AND_RESTART, nodes=("n1",)),
+     {"require_approval": frozenset()}, A.DRAIN_AND_RESTART, "verdict"),
+    ("drain and exclude gated: plain restart", hist(), verdict(H, "xid79", A.DRAIN_AND_RESTART, nodes=("n1",)),
+     {"require_approval": frozenset({A.DRAIN_AND_RESTART, A.RESTART_EXCLUDING_NODES})}, A.RESTART, "verdict"),
+    ("gated rollback is held", hist(), verdict(U, "nan_loss", A.ROLLBACK_AND_RESTART, 0.8),
+     {"require_approval": frozenset({A.ROLLBACK_AND_RESTART})}, A.ESCALATE, "verdict"),
     ("backoff", hist(), verdict(N, "stale", A.RETRY_AFTER_BACKOFF), {}, A.RETRY_AFTER_BACKOFF, "verdict"),
     ("rollback for user code", hist(), verdict(U, "nan_loss", A.ROLLBACK_AND_RESTART, 0.8), {},
      A.ROLLBACK_AND_RESTART, "verdict"),
-    # 1. low confidence
-    ("low confidence escalates", hist(), verdict(conf=0.3), {}, A.ESCALATE, "low_confidence"),
+    # 1. low confidence: restart (plain, budgeted) and tell a human; never stop, never exclude
+    ("low confidence restarts", hist(), verdict(conf=0.3), {}, A.RESTART, "low_confidence"),
+    ("no signature at all restarts", hist(), verdict(K, "no_signature", A.ESCALATE, 0.0), {}, A.RESTART,
+     "low_confidence"),
     ("low confidence, exact threshold passes", hist(), verdict(conf=0.6), {}, A.RESTART, "verdict"),
-    ("low confidence restart mode", hist(), verdict(H, "x", A.DRAIN_AND_RESTART, 0.3, nodes=("n1",)),
-     {"on_low_confidence": A.RESTART}, A.RESTART, "low_confidence"),
-    ("low-confidence stop is escalated, not stopped", hist(), verdict(U, "host_oom_suspected", A.STOP_AND_NOTIFY, 0.55),
-     {}, A.ESCALATE, "low_confidence"),
-    ("low-confidence user code restarts in restart mode", hist(),
-     verdict(U, "host_oom_suspected", A.STOP_AND_NOTIFY, 0.55), {"on_low_confidence": A.RESTART},
-     A.RESTART, "low_confidence"),
-    # 2. the verdict escalates
-    ("verdict escalates", hist(), verdict(N, "storage_full", A.ESCALATE, 0.9), {}, A.ESCALATE, "verdict"),
+    ("low-confidence drain is a plain restart", hist(), verdict(H, "x", A.DRAIN_AND_RESTART, 0.3, nodes=("n1",)),
+     {}, A.RESTART, "low_confidence"),
+    ("low-confidence user-code stop restarts", hist(), verdict(U, "host_oom_suspected", A.STOP_AND_NOTIFY, 0.55),
+     {}, A.RESTART, "low_confidence"),
+    ("low confidence held when configured", hist(), verdict(U, "host_oom_suspected", A.STOP_AND_NOTIFY, 0.55),
+     {"on_low_confidence": A.ESCALATE}, A.ESCALATE, "low_confidence"),
+    ("low confidence held when escalations need approval", hist(), verdict(conf=0.3),
+     {"require_approval": frozenset({A.ESCALATE})}, A.ESCALATE, "low_confidence"),
+    # 2. the verdict escalates, or asks to stop a failure that is not the job's own: restart and tell
+    ("verdict escalates: restart", hist(), verdict(N, "storage_full", A.ESCALATE, 0.9), {}, A.RESTART, "verdict"),
+    ("infra stop is not a user-code stop", hist(), verdict(N, "x", A.STOP_AND_NOTIFY, 0.9), {}, A.RESTART,
+     "verdict"),
     # 3. user code
     ("user code stop", hist(), verdict(U, "python_exception", A.STOP_AND_NOTIFY, 0.9), {},
      A.STOP_AND_NOTIFY, "user_code"),
@@ -70,12 +81,13 @@ CASES = [
      A.STOP_AND_NOTIFY, "user_code"),
     ("user code asking backoff is stopped", hist(), verdict(U, "x", A.RETRY_AFTER_BACKOFF, 0.9), {},
      A.STOP_AND_NOTIFY, "user_code"),
-    ("stop from any category", hist(), verdict(N, "x", A.STOP_AND_NOTIFY, 0.9), {}, A.STOP_AND_NOTIFY, "user_code"),
+    ("user code stop at the threshold", hist(), verdict(U, "x", A.STOP_AND_NOTIFY, 0.6), {}, A.STOP_AND_NOTIFY,
+     "user_code"),
     ("user code stop ignores spent budget", hist(*[past(m, U, "a", A.ROLLBACK_AND_RESTART) for m in (1, 2, 3)]),
      verdict(U, "python_exception", A.STOP_AND_NOTIFY, 0.9), {}, A.STOP_AND_NOTIFY, "user_code"),
     # 4. evidence: node actions need a node
-    ("exclude without node", hist(), verdict(H, "x", A.RESTART_EXCLUDING_NODES), {}, A.ESCALATE, "no_culprit"),
-    ("drain without node", hist(), verdict(H, "x", A.DRAIN_AND_RESTART, ranks=(3,)), {}, A.ESCALATE, "no_culprit"),
+    ("exclude without node", hist(), verdict(H, "x", A.RESTART_EXCLUDING_NODES), {}, A.RESTART, "no_culprit"),
+    ("drain without node", hist(), verdict(H, "x", A.DRAIN_AND_RESTART, ranks=(3,)), {}, A.RESTART, "no_culprit"),
     # 5. crash loop: same signature N times in a row, whatever the category
     ("crash loop at 3", hist(past(2, H, "xid79", nodes=("n1",)), past(1, H, "xid79", nodes=("n1",))),
      verdict(H, "xid79", A.RESTART, nodes=("n1",)), {}, A.ESCALATE, "crash_loop"),
@@ -85,21 +97,25 @@ CASES = [
                                      past(1, U, "nan_loss", A.ROLLBACK_AND_RESTART)),
      verdict(U, "nan_loss", A.ROLLBACK_AND_RESTART, 0.8), {}, A.ESCALATE, "crash_loop"),
     ("low-confidence restarts also loop", hist(past(2, U, "oom?"), past(1, U, "oom?")),
-     verdict(U, "oom?", A.STOP_AND_NOTIFY, 0.5), {"on_low_confidence": A.RESTART}, A.ESCALATE, "crash_loop"),
+     verdict(U, "oom?", A.STOP_AND_NOTIFY, 0.5), {}, A.ESCALATE, "crash_loop"),
+    ("bare kills loop", hist(past(2, K, "no_signature"), past(1, K, "no_signature")),
+     verdict(K, "no_signature", A.ESCALATE, 0.0), {}, A.ESCALATE, "crash_loop"),
     ("not in a row", hist(past(3, H, "xid79", nodes=("n1",)), past(2, N, "net"), past(1, H, "xid79", nodes=("n1",))),
      verdict(H, "xid79", A.RESTART, nodes=("n1",)), {}, A.RESTART, "verdict"),
     ("other culprit breaks the streak", hist(past(2, H, "xid79", nodes=("n1",)), past(1, H, "xid79", nodes=("n2",))),
      verdict(H, "xid79", A.RESTART, nodes=("n1",)), {}, A.RESTART, "verdict"),
     ("crash loop threshold 2", hist(past(1, N, "net")), verdict(), {"crash_loop": 2}, A.ESCALATE, "crash_loop"),
     # 6. node cap
-    ("node cap", hist(excluded=((10, "n1"), (5, "n2"))), verdict(H, "x", A.RESTART_EXCLUDING_NODES, nodes=("n3",)),
-     {}, A.ESCALATE, "node_cap"),
+    ("node cap: plain restart", hist(excluded=((10, "n1"), (5, "n2"))),
+     verdict(H, "x", A.RESTART_EXCLUDING_NODES, nodes=("n3",)), {}, A.RESTART, "node_cap"),
     ("node cap counts distinct nodes", hist(excluded=((10, "n1"),)),
      verdict(H, "x", A.RESTART_EXCLUDING_NODES, nodes=("n1", "n2")), {}, A.RESTART_EXCLUDING_NODES, "verdict"),
     ("node cap window slides", hist(excluded=((120, "n1"), (90, "n2"))),
-     verdict(H, "x", A.DRAIN_AND_RESTART, nodes=("n3",)), {}, A.DRAIN_AND_RESTART, "verdict"),
+     verdict(H, "x", A.RESTART_EXCLUDING_NODES, nodes=("n3",)), {}, A.RESTART_EXCLUDING_NODES, "verdict"),
     ("node cap zero", hist(), verdict(H, "x", A.RESTART_EXCLUDING_NODES, nodes=("n1",)), {"max_excluded_nodes": 0},
-     A.ESCALATE, "node_cap"),
+     A.RESTART, "node_cap"),
+    ("uncertain restarts spend the budget", hist(*[past(m, K, f"s{m}") for m in range(1, 4)]),
+     verdict(K, "no_signature", A.ESCALATE, 0.0), {}, A.ESCALATE, "budget"),
     # 7./8. budgets
     ("max restarts", hist(*[past(m, subtype=f"s{m}") for m in range(1, 4)]), verdict(), {"max_restarts": 3},
      A.ESCALATE, "max_restarts"),
@@ -127,14 +143,28 @@ def test_rules(history: JobHistory, v: Diagnosis, overrides: dict, action: Actio
     assert d.reason
 
 
-@pytest.mark.parametrize(("v", "on_approve"), [
-    (verdict(conf=0.1), A.RESTART),
-    (verdict(H, "x", A.RESTART_EXCLUDING_NODES), A.RESTART),  # no culprit: never approve an exclusion
-    (verdict(N, "storage_full", A.ESCALATE), A.RESTART),
+@pytest.mark.parametrize("v", [
+    verdict(conf=0.1), verdict(K, "no_signature", A.ESCALATE, 0.0),
+    verdict(H, "x", A.RESTART_EXCLUDING_NODES),  # no culprit: never an exclusion, a plain restart
+    verdict(N, "storage_full", A.ESCALATE),
 ])
-def test_escalations_need_approval_and_fall_back_to_plain_restart(v: Diagnosis, on_approve: Action) -> None:
+def test_uncertain_failures_restart_and_notify_without_waiting(v: Diagnosis) -> None:
     d = decide(hist(), v, Policy(), NOW)
-    assert d.action is A.ESCALATE and d.needs_approval and d.on_approve is on_approve
+    assert d.action is A.RESTART and d.notify and not d.needs_approval and d.nodes == ()
+
+
+def test_confident_verdicts_do_not_notify_but_user_code_stops_do() -> None:
+    assert not decide(hist(), verdict(), Policy(), NOW).notify
+    assert decide(hist(), verdict(U, "python_exception", A.STOP_AND_NOTIFY), Policy(), NOW).notify
+
+
+@pytest.mark.parametrize("rule_history", [
+    hist(past(2, H, "xid79", nodes=("n1",)), past(1, H, "xid79", nodes=("n1",))),  # crash loop
+    hist(*[past(m, H, f"s{m}") for m in range(1, 6)]),  # budget
+])
+def test_give_up_stops_and_an_approver_may_override(rule_history: JobHistory) -> None:
+    d = decide(rule_history, verdict(H, "xid79", A.RESTART, nodes=("n1",)), Policy(), NOW)
+    assert d.action is A.ESCALATE and d.needs_approval and d.on_approve is A.RESTART and d.notify
 
 
 def test_crash_loop_on_approve_is_the_looping_action() -> None:
@@ -144,17 +174,19 @@ def test_crash_loop_on_approve_is_the_looping_action() -> None:
     assert (d.action, d.on_approve) == (A.ESCALATE, A.DRAIN_AND_RESTART)
 
 
-@pytest.mark.parametrize(("action", "needs"), [(A.DRAIN_AND_RESTART, True), (A.RESTART_EXCLUDING_NODES, False),
-                                               (A.RESTART, False)])
-def test_require_approval_default(action: Action, needs: bool) -> None:
+@pytest.mark.parametrize(("action", "runs", "needs"), [
+    (A.DRAIN_AND_RESTART, A.RESTART_EXCLUDING_NODES, True), (A.RESTART_EXCLUDING_NODES, A.RESTART_EXCLUDING_NODES,
+                                                              False), (A.RESTART, A.RESTART, False)])
+def test_require_approval_default(action: Action, runs: Action, needs: bool) -> None:
     d = decide(hist(), verdict(H, "x", action, nodes=("n1",)), Policy(), NOW)
-    assert d.action is action and d.needs_approval is needs
+    assert d.action is runs and d.needs_approval is needs
     assert d.on_approve == (action if needs else None)
+    assert d.nodes == (("n1",) if runs in (A.RESTART_EXCLUDING_NODES, A.DRAIN_AND_RESTART) else ())
 
 
 def test_require_approval_configurable() -> None:
     d = decide(hist(), verdict(), Policy(require_approval=frozenset({A.RESTART})), NOW)
-    assert d.needs_approval and d.on_approve is A.RESTART
+    assert d.needs_approval and d.on_approve is A.RESTART and d.action is A.ESCALATE
 
 
 def test_nodes_only_for_node_actions() -> None:
@@ -223,14 +255,16 @@ def test_rule_order_low_confidence_before_user_code_and_evidence() -> None:
     assert decide(hist(), verdict(H, "x", A.RESTART_EXCLUDING_NODES, 0.2), Policy(), NOW).rule == "low_confidence"
 
 
-def test_no_culprit_checked_before_crash_loop_and_budget() -> None:
+def test_uncertain_restarts_stay_under_the_crash_loop_breaker() -> None:
     h = hist(*[past(m, H, "x") for m in (1, 2, 3, 4, 5)])
-    assert decide(h, verdict(H, "x", A.RESTART_EXCLUDING_NODES), Policy(), NOW).rule == "no_culprit"
+    d = decide(h, verdict(H, "x", A.RESTART_EXCLUDING_NODES), Policy(), NOW)
+    assert (d.action, d.rule, d.on_approve) == (A.ESCALATE, "crash_loop", A.RESTART)
 
 
 def test_policy_rejects_bad_config() -> None:
     with pytest.raises(ValueError):
         Policy(on_low_confidence=A.DRAIN_AND_RESTART)
+    assert Policy().on_low_confidence is A.RESTART
     with pytest.raises(ValueError):
         Policy(crash_loop=1)
     with pytest.raises(ValueError):

@@ -111,3 +111,23 @@ def test_config_file_overrides(tmp_path):
     y.write_text("simulate:\n  restrat_s: 120\n")
     with pytest.raises(ValueError):
         load_config(y)
+
+
+def test_unknown_failures_restart_without_waiting_for_a_human():
+    transient = {Category.INFRA: CategoryRates(rate_per_1000_node_days=6.5, persistent_fraction=0.0)}
+    cfg = SimConfig(days=20, categories=transient, diagnosis_s=0)
+    says_unknown = Confusion(labels=list(Category), matrix=[[0, 0, 0, 1]] * 4)
+    naive = simulate(cfg, make_policy("naive"), 16384, 2)
+    unsure = simulate(cfg, make_policy("diagnoser", says_unknown), 16384, 2)
+    assert unsure.phase_s["stopped"] == 0 and unsure.ettr == pytest.approx(naive.ettr, abs=0.01)
+
+
+def test_crash_loop_breaker_gets_a_human_to_remove_a_lemon_the_triage_cannot_name():
+    lemons = {Category.HARDWARE: CategoryRates(rate_per_1000_node_days=6.5, persistent_fraction=1.0,
+                                               recur_mean_s=1800)}
+    cfg = SimConfig(days=20, categories=lemons, diagnosis_s=0)
+    says_unknown = Confusion(labels=list(Category), matrix=[[0, 0, 0, 1]] * 4)
+    naive = simulate(cfg, make_policy("naive"), 8192, 3)
+    unsure = simulate(cfg, make_policy("diagnoser", says_unknown), 8192, 3)
+    assert unsure.excluded_faults > 0 and unsure.failures < naive.failures
+    assert unsure.ettr > naive.ettr

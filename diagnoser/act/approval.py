@@ -3,7 +3,8 @@
 `Approver.request` blocks until an answer or its timeout. The default `FileApprover` needs no
 service: it writes the request to `<run_dir>/approval-request.json`, waits for
 `<run_dir>/approval-response.json` (written by `diagnoser approve RUN_DIR [--deny]`, or by a bot),
-and when nobody answers within `timeout_s` approves or denies by configuration. The chat-ops bot
+and when nobody answers within `timeout_s` approves or denies by configuration. With no timeout
+nobody could answer: `available` is False and the controller does not ask. The chat-ops bot
 plugs in as another `Approver`.
 """
 
@@ -47,6 +48,11 @@ class ApprovalResponse:
 
 
 class Approver(ABC):
+    @property
+    def available(self) -> bool:
+        """Whether anyone can answer at all; the controller does not ask (nor wait) otherwise."""
+        return True
+
     @abstractmethod
     def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
         """Block until approved, denied, timed out, or `cancelled()` (then deny)."""
@@ -62,6 +68,11 @@ class FileApprover(Approver):
         self.default_approve = default_approve
         self.clock = clock or SystemClock()
         self.poll_s = poll_s
+
+    @property
+    def available(self) -> bool:
+        """Only a wait gives a person time to run `diagnoser approve`: no timeout, nobody to ask."""
+        return self.timeout_s > 0
 
     def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
         request_path, response_path = self.run_dir / REQUEST_FILE, self.run_dir / RESPONSE_FILE

@@ -7,11 +7,17 @@ Conventions recognised in the checkpoint directory (the step is the last number 
   last: `COMPLETE`, `.complete`, `DONE`, `.done`, or DCP's `.metadata` (the coordinator writes it
   after every rank finished). A marker holding JSON `{"files": {"model.pt": 12345, ...}}` also has
   its files' sizes checked.
+- Trackers written after a save completes: DeepSpeed's `latest` (the tag, e.g. `global_step400`)
+  and Megatron's `latest_checkpointed_iteration.txt` (the iteration, e.g. `400`). With a tracker, a
+  directory without a marker is complete up to the tracked step (saves are sequential: the
+  tracker moved past the older ones) and a newer one is a save still in progress.
 - Files: `ckpt_400.pt`, `step_000400.pth`, `model-400.ckpt`, `step_400.safetensors`. When any file
   in the directory has a sibling marker (`ckpt_400.pt.done` / `.complete`), every file needs one.
 - Every weights file found (`*.pt|*.pth|*.ckpt|*.bin|*.safetensors|*.distcp`) must be non-empty;
   torch zip archives (the default format since torch 1.6) must have their central directory
   (a truncated write has none) and pass the members' CRC check up to `crc_max_bytes`;
+  a `.pt/.pth/.ckpt` that is not a zip must be a legacy torch file (pickled magic number) or a
+  complete pickle (protocol 2-5, ending with STOP);
   safetensors files must be exactly as long as their header says.
 - Optionally (`verify_load`), `torch.load(weights_only=True, mmap=True)` when torch is importable.
   Off by default: weights_only rejects checkpoints holding arbitrary objects (e.g. an argparse
@@ -33,6 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DIR_MARKERS = ("COMPLETE", ".complete", "DONE", ".done", ".metadata")
+TRACKERS = ("latest", "latest_checkpointed_iteration.txt")  # DeepSpeed, Megatron-LM
+# torch.save's legacy (pre-1.6) format starts with the pickled magic number 0x1950a86a20f9469cfc6c
+LEGACY_TORCH_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 FILE_MARKER_SUFFIXES = (".done", ".complete")
 WEIGHT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".distcp")
 _STEP = re.compile(r"(\d+)(?!.*\d)")
@@ -138,6 +147,9 @@ def check_weights_file(path: Path, crc_max_bytes: int, verify_load: bool) -> Val
             return v
     elif name.endswith((".pt", ".pth", ".ckpt")) and _has_zip_magic(path):
         return Validity(False, f"{path.name}: torch archive without its central directory (truncated write)")
+    elif name.endswith((".pt", ".pth", ".ckpt")) and not _is_pickle(path, size):
+        return Validity(False, f"{path.name}: not a torch checkpoint ({size} bytes: neither a zip archive nor a "
+                        "legacy torch or pickle file)")
     if verify_load and name.endswith((".pt", ".pth", ".ckpt")):
         return _load_ok(path)
     return Validity(True)
@@ -149,6 +161,20 @@ def _has_zip_magic(path: Path) -> bool:
             return fh.read(4) == b"PK\x03\x04"
     except OSError:
         return False
+
+
+def _is_pickle(path: Path, size: int) -> bool:
+    """A legacy torch.save file, or a whole pickle (protocol 2-5 header, STOP opcode at the end)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(LEGACY_TORCH_MAGIC))
+            if head == LEGACY_TORCH_MAGIC:
+                return True
+            fh.seek(size - 1)
+            last = fh.read(1)
+    except OSError:
+        return False
+    return size >= 4 and head[:1] == b"\x80" and 2 <= head[1] <= 5 and last == b"."
 
 
 def _looks_like_zip(path: Path) -> bool:
@@ -241,10 +267,33 @@ class CheckpointStore:
         except OSError:
             return False
 
+    def tracked(self) -> tuple[str, int] | None:
+        """(tracker file, step) from DeepSpeed's `latest` or Megatron's `latest_checkpointed_iteration.txt`."""
+        for name in TRACKERS:
+            try:
+                text = (self.root / name).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+            step = int(text) if text.isdigit() else _step_of(text)
+            if step is not None:
+                return name, step
+        return None
+
+    def tracker_note(self) -> str | None:
+        t = self.tracked()
+        return f"{t[0]}: step {t[1]}" if t else None
+
     def _check_dir(self, path: Path) -> Validity:
         marker = next((path / m for m in self.markers if (path / m).is_file()), None)
         if marker is None:
-            return Validity(False, f"no completion marker ({', '.join(self.markers)}): partial write?")
+            tracked = self.tracked()
+            step = _step_of(path.name)
+            if tracked is None:
+                return Validity(False, f"no completion marker ({', '.join(self.markers)}) and no tracker "
+                                f"({', '.join(TRACKERS)}): partial write?")
+            if step is None or step > tracked[1]:
+                return Validity(False, f"newer than {tracked[0]} (step {tracked[1]}): a save in progress?")
+            return self._check_files(path)
         manifest = _manifest(marker)
         for name, size in manifest.items():
             f = path / name
@@ -252,6 +301,9 @@ class CheckpointStore:
                 return Validity(False, f"{name}: listed in {marker.name} but missing")
             if f.stat().st_size != size:
                 return Validity(False, f"{name}: {f.stat().st_size} bytes, {marker.name} says {size}")
+        return self._check_files(path)
+
+    def _check_files(self, path: Path) -> Validity:
         for f in sorted(path.rglob("*")):
             if f.is_file() and f.name.lower().endswith(WEIGHT_SUFFIXES):
                 v = check_weights_file(f, self.crc_max_bytes, self.verify_load)

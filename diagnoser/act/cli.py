@@ -21,9 +21,9 @@ from rich.live import Live
 
 from diagnoser.act.approval import REQUEST_FILE, respond
 from diagnoser.act.checkpoints import CheckpointStore
-from diagnoser.act.config import ConfigError, build_config
+from diagnoser.act.config import ConfigError, RunConfig, build_config
 from diagnoser.act.controller import Controller, RunResult
-from diagnoser.act.policy import Mode
+from diagnoser.act.policy import FALLBACK, Mode
 from diagnoser.act.runstate import LockedError
 from diagnoser.act.summary import StatusLine, render_summary, summarize
 from diagnoser.metrics.cli import parse_duration
@@ -76,26 +76,29 @@ def run_command(
         help="Progress line pattern with a (?P<step>\\d+) group (repeatable) [step/iteration/tqdm]")] = None,
     mode: Annotated[Mode | None, typer.Option(envvar="DIAGNOSER_MODE", help="active, dry_run or shadow")] = None,
     min_confidence: Annotated[float | None, typer.Option(envvar="DIAGNOSER_MIN_CONFIDENCE",
-                                                         help="Below it: escalate [0.6]")] = None,
+                                                         help="Below it: plain restart + notify [0.6]")] = None,
     on_low_confidence: Annotated[str | None, typer.Option(
-        envvar="DIAGNOSER_ON_LOW_CONFIDENCE", help="escalate, or restart (plain, budgeted) [escalate]")] = None,
+        envvar="DIAGNOSER_ON_LOW_CONFIDENCE", help="restart (plain, budgeted) or escalate (hold) [restart]")] = None,
     max_restarts: Annotated[int | None, typer.Option(envvar="DIAGNOSER_MAX_RESTARTS", help="Per run [20]")] = None,
     budget: Annotated[list[str] | None, typer.Option(help="Restarts per window, CATEGORY=N (repeatable)")] = None,
     window: Annotated[str | None, typer.Option(help="Budget window [1h]")] = None,
-    crash_loop: Annotated[int | None, typer.Option(help="Same failure N times in a row -> escalate [3]")] = None,
+    crash_loop: Annotated[int | None, typer.Option(help="Same failure N times in a row -> give up [3]")] = None,
     max_excluded_nodes: Annotated[int | None, typer.Option(help="Nodes excluded/drained per window [2]")] = None,
     backoff: Annotated[str | None, typer.Option(help="First retry delay for infra failures [10s]")] = None,
     require_approval: Annotated[list[Action] | None, typer.Option(
-        help="Actions that need a human (repeatable) [drain_and_restart]")] = None,
+        help="Actions that need a human (repeatable; escalate = hold uncertain failures) [drain_and_restart]")] = None,
     approval_timeout: Annotated[str | None, typer.Option(envvar="DIAGNOSER_APPROVAL_TIMEOUT",
-                                                         help="Wait for `diagnoser approve` this long [0]")] = None,
+                                                         help="Wait for `diagnoser approve`; 0: no asking [0]")] = None,
     approval_default: Annotated[str | None, typer.Option(envvar="DIAGNOSER_APPROVAL_DEFAULT",
                                                          help="approve or deny after the timeout [deny]")] = None,
     collect: Annotated[list[Path] | None, typer.Option(help="More logs for the triage (repeatable)")] = None,
     runbooks: Annotated[Path | None, typer.Option(envvar="DIAGNOSER_RUNBOOKS", help="Runbook directory")] = None,
     tee: Annotated[bool | None, typer.Option("--tee/--no-tee", help="Add --tee 3 to torchrun [on]")] = None,
     notify: Annotated[str | None, typer.Option(envvar="DIAGNOSER_NOTIFY_COMMAND",
-                                               help="Shell command run on stop/escalation")] = None,
+                                               help="Shell command run on each notification")] = None,
+    slack: Annotated[bool | None, typer.Option("--slack/--no-slack", envvar="DIAGNOSER_SLACK",
+                                               help="Post to Slack and ask approvals there [off]")] = None,
+    bot_config: Annotated[Path | None, typer.Option(help="Bot config for --slack [DIAGNOSER_BOT_CONFIG]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout")] = False,
 ) -> None:
     """Run a training job, detect failures and hangs, diagnose them and recover under policy."""
@@ -112,17 +115,33 @@ def run_command(
                "kill_grace_s": _secs(kill_grace), "progress_patterns": tuple(progress_regex) if progress_regex
                else None, "approval_timeout_s": _secs(approval_timeout), "approval_default": approval_default,
                "collect": tuple(collect) if collect else None, "runbooks": runbooks, "tee": tee,
-               "notify_command": notify}
+               "notify_command": notify, "slack": slack, "bot_config": bot_config}
     try:
         cfg = build_config(config, options, policy)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
         return
     err = Console(stderr=True)
-    controller = Controller(cfg, command)
+    ckpt = cfg.checkpoint_dir
+    if ckpt is not None and not ckpt.is_dir():
+        what = "is not a directory" if ckpt.exists() else "does not exist"
+        err.print(f"[yellow]diagnoser: warning:[/] --checkpoint-dir {ckpt} {what}: every restart would begin at "
+                  "step 0 unless the job creates it", highlight=False, soft_wrap=True)
+    hooks = _slack(cfg) if cfg.slack else None
+    controller = Controller(cfg, command, approver=hooks.approver if hooks else None)
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
-    result = _supervise(controller, err)
+    held = sorted(a.value for a in cfg.policy.require_approval if a not in FALLBACK)
+    if held and not controller.approver.available:
+        err.print(f"[yellow]diagnoser: warning:[/] require_approval {held} but nobody can approve (no approval "
+                  "timeout, or no Slack approvers): those failures will stop the run", highlight=False, soft_wrap=True)
+    if hooks is not None:
+        hooks.follower.start()
+    try:
+        result = _supervise(controller, err)
+    finally:
+        if hooks is not None:
+            hooks.follower.stop()
     summary = summarize(result.audit, result.status, result.reason)
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
@@ -130,6 +149,25 @@ def run_command(
         render_summary(summary, err)
     if result.status != "succeeded":
         raise typer.Exit(EXIT_INTERRUPTED if result.reason.startswith("interrupted") else 1)
+
+
+def _slack(cfg: RunConfig):
+    """Slack hooks from the bot config: the audit follower posts the run into the job's thread, the
+    approver asks there (only approvers named in the bot config can answer; `diagnoser approve` still can)."""
+    try:
+        from diagnoser.bot.config import load_bot_config
+        from diagnoser.bot.wiring import slack_hooks
+    except ImportError as exc:
+        _fail(f"--slack needs the bot extra (pip install 'diagnoser[bot]'): {exc}")
+        raise
+    try:
+        bot = load_bot_config(cfg.bot_config)
+        given = cfg.approval_timeout_s > 0  # else the bot config's approval_timeout_s / approval_default apply
+        return slack_hooks(cfg.run_dir, cfg.job_id, timeout_s=cfg.approval_timeout_s if given else None,
+                           default_approve=cfg.approval_default == "approve" if given else None, cfg=bot)
+    except ConfigError as exc:
+        _fail(f"--slack: {exc}")
+        raise
 
 
 def _supervise(controller: Controller, err: Console) -> RunResult:
@@ -168,12 +206,15 @@ def checkpoints_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List checkpoints with their validity and the one `diagnoser run` would resume from."""
+    if not directory.is_dir():
+        _fail(f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}")
     store = CheckpointStore(directory, verify_load=verify_load)
     rows = [{"path": str(c.path), "step": c.step, "valid": (v := store.check(c)).ok, "reason": v.reason}
             for c in store.scan()]
     chosen = store.select().checkpoint
     if as_json:
-        sys.stdout.write(json.dumps({"checkpoints": rows, "resume": str(chosen.path) if chosen else None}) + "\n")
+        sys.stdout.write(json.dumps({"checkpoints": rows, "resume": str(chosen.path) if chosen else None,
+                                     "tracker": store.tracker_note()}) + "\n")
         return
     from rich.table import Table
 

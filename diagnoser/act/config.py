@@ -6,6 +6,7 @@ The config file (`--config`, or `DIAGNOSER_CONFIG`; YAML, or TOML by its `.toml`
     run_dir: runs/llama-70b
     checkpoint_dir: /ckpt/llama-70b
     hang_timeout_s: 900
+    slack: true                  # notifications and approvals in Slack (bot config: DIAGNOSER_BOT_CONFIG)
     policy:
       min_confidence: 0.6
       budgets: {hardware: 5, infra: 5, user_code: 2, unknown: 3}
@@ -60,7 +61,9 @@ class RunConfig(BaseModel):
     max_raw_bytes: int = Field(default=256 << 20, ge=1024)
     approval_timeout_s: float = Field(default=0.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
-    notify_command: str | None = None  # run with DIAGNOSER_NOTIFY_FILE set on stop/escalation
+    notify_command: str | None = None  # run with DIAGNOSER_NOTIFY_FILE set on every notification
+    slack: bool = False  # post the run to Slack and ask approvals there (the bot config: channel, approvers)
+    bot_config: Path | None = None  # the bot's config file (default: DIAGNOSER_BOT_CONFIG)
     policy: Policy = Field(default_factory=Policy)
 
 

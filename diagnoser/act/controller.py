@@ -34,8 +34,9 @@ from diagnoser.act.events import (
     RunStarted,
     read_audit,
 )
-from diagnoser.act.executors import Executor, Handle, LocalExecutor, flag_value
+from diagnoser.act.executors import Executor, Handle, LocalExecutor
 from diagnoser.act.hooks import TriageFn, default_notifier, default_triage
+from diagnoser.act.launchers import nproc
 from diagnoser.act.policy import Mode
 from diagnoser.act.runstate import AttemptState, RunLayout, RunLock, RunState, fold, load_state
 from diagnoser.act.stacks import collect_stacks
@@ -130,10 +131,10 @@ class Controller(StepsMixin):
         self.state = state
         if state.started is None or state.finished is not None:
             job_id = self.config.job_id or self.layout.root.resolve().name
-            _, nproc = flag_value(self.command, ("--nproc-per-node", "--nproc_per_node"))
+            per_node = nproc(self.command)
             self._emit(RunStarted(time=self.clock.now(), job_id=job_id, command=list(self.command),
                                   nodes=self.executor.nodes(),
-                                  gpus_per_node=int(nproc) if nproc and nproc.isdigit() else 1))
+                                  gpus_per_node=per_node or 1))
         else:
             self._restore_launch()
         self.job_id = self.state.started.job_id if self.state.started else "job"

@@ -27,13 +27,12 @@ from pathlib import Path
 
 import psutil
 
+from diagnoser.act import launchers as ln
 from diagnoser.act.clock import Clock, SystemClock
+from diagnoser.act.launchers import flag_value
 
+__all__ = ["AttemptSpec", "Executor", "Handle", "LocalExecutor", "LocalHandle", "Placement", "flag_value"]
 WRAPPER = Path(__file__).with_name("wrap.py")
-_NPROC = ("--nproc-per-node", "--nproc_per_node")
-_NODE_RANK = ("--node-rank", "--node_rank")
-_TEE = ("--tee", "-t", "--log-dir", "--log_dir", "--redirects", "-r", "--local-ranks-filter",
-        "--local_ranks_filter")
 
 
 @dataclass(frozen=True)
@@ -92,12 +91,21 @@ class Handle(ABC):
     def record(self) -> dict:
         """What a restarted controller needs to re-attach (JSON-serialisable)."""
 
+    def known_pids(self) -> set[int]:
+        """Every process of the attempt seen so far, alive or not (for matching kernel OOM kills)."""
+        return set()
+
+    def received_signals(self) -> list[tuple[str, float]]:
+        """Signals the attempt's process group received from anyone, with their wall-clock time."""
+        return []
+
 
 class Executor(ABC):
     """Starts, stops and re-places attempts of one job."""
 
     name: str = "executor"
     can_drain: bool = False  # whether `drain` can work at all (checked before deciding to drain)
+    local_evidence: bool = False  # attempts run on this host: exit codes, OOM counters, signals are visible
 
     @abstractmethod
     def nodes(self) -> list[str]:
@@ -284,6 +292,16 @@ class LocalHandle(Handle):
         return {"pid": self.pid, "create_time": self.create_time, "exit_file": str(self.exit_file),
                 "descendants": {str(k): v for k, v in self._known.items()}}
 
+    def known_pids(self) -> set[int]:
+        return {self.pid, *self._known}
+
+    def received_signals(self) -> list[tuple[str, float]]:
+        try:
+            data = json.loads(self.exit_file.read_text())
+            return [(str(s["signal"]), float(s["time"])) for s in data.get("signals") or []]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return []
+
 
 def read_exit_file(path: Path) -> int | None:
     try:
@@ -292,40 +310,11 @@ def read_exit_file(path: Path) -> int | None:
         return None
 
 
-def flag_value(command: tuple[str, ...], names: tuple[str, ...]) -> tuple[int | None, str | None]:
-    """(index of the value, value) of `--flag V` or `--flag=V`."""
-    for i, arg in enumerate(command):
-        for name in names:
-            if arg == name and i + 1 < len(command):
-                return i + 1, command[i + 1]
-            if arg.startswith(name + "="):
-                return i, arg.split("=", 1)[1]
-    return None, None
-
-
-def _set_flag(command: tuple[str, ...], index: int, names: tuple[str, ...], value: str) -> tuple[str, ...]:
-    args = list(command)
-    if any(args[index].startswith(n + "=") for n in names):
-        args[index] = args[index].split("=", 1)[0] + "=" + value
-    else:
-        args[index] = value
-    return tuple(args)
-
-
-def launcher_index(command: tuple[str, ...]) -> int | None:
-    """Index of the torchrun token (`torchrun`, or `-m torch.distributed.run`), if the command is torchrun."""
-    for i, arg in enumerate(command[:4]):
-        if os.path.basename(arg) == "torchrun":
-            return i
-        if arg in ("torch.distributed.run", "torch.distributed.launch") and i > 0 and command[i - 1] == "-m":
-            return i
-    return None
-
-
 class LocalExecutor(Executor):
-    """This host. `tee`: add `--tee 3` to a torchrun command so each line names its rank."""
+    """This host. `tee`: ask the launcher to prefix each line with its rank (`launchers.prepare`)."""
 
     name = "local"
+    local_evidence = True
 
     def __init__(self, tee: bool = True, host: str | None = None) -> None:
         self.tee = tee
@@ -335,21 +324,13 @@ class LocalExecutor(Executor):
         return [self.host]
 
     def prepare(self, command: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
-        i = launcher_index(command)
-        if not self.tee or i is None or any(a.split("=", 1)[0] in _TEE for a in command[i + 1:]):
+        """Per-rank line prefixes for the recognised launcher (see `launchers`), unless `tee` is off."""
+        if not self.tee:
             return command, ""
-        if any(a.startswith("--max-restarts") or a.startswith("--max_restarts") for a in command):
-            note = "torchrun --max-restarts given: diagnoser restarts the job itself; prefer --max-restarts 0"
-        else:
-            note = ""
-        return (*command[: i + 1], "--tee", "3", *command[i + 1:]), note
+        return ln.prepare(command)
 
     def rank_offset(self, command: tuple[str, ...]) -> int:
-        _, nproc = flag_value(command, _NPROC)
-        _, node_rank = flag_value(command, _NODE_RANK)
-        if nproc and nproc.isdigit() and node_rank and node_rank.isdigit():
-            return int(nproc) * int(node_rank)
-        return 0
+        return ln.rank_offset(command)
 
     def start(self, spec: AttemptSpec) -> Handle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -383,10 +364,12 @@ class LocalExecutor(Executor):
         if not ranks:
             return Placement(False, f"local executor: excluding {self.host} would leave no node, and no culprit "
                              "rank names a device to leave out")
-        idx, nproc_s = flag_value(command, _NPROC)
+        launcher = ln.recognise(command)
+        names = ln.NPROC[ln.TORCHRUN]
+        idx, nproc_s = flag_value(command, names) if launcher.kind == ln.TORCHRUN else (None, None)
         if idx is None or not (nproc_s or "").isdigit():
-            return Placement(False, "local executor: the command has no numeric --nproc-per-node to shrink; "
-                             "cannot restart on fewer devices")
+            return Placement(False, f"local executor: the {launcher.kind} command has no numeric --nproc-per-node "
+                             "to shrink; cannot restart on fewer devices")
         nproc = int(nproc_s or 0)
         offset = self.rank_offset(command)
         local = sorted({r - offset for r in ranks if 0 <= r - offset < nproc})
@@ -399,7 +382,7 @@ class LocalExecutor(Executor):
         new_nproc = min(nproc, len(keep))
         if new_nproc <= 0:
             return Placement(False, "local executor: no device would be left after excluding the culprit ranks")
-        new_cmd = _set_flag(command, idx, _NPROC, str(new_nproc))
+        new_cmd = ln.set_flag(command, idx, names, str(new_nproc))
         detail = (f"excluded local rank(s) {local} (device(s) {sorted(bad)}) on {self.host}: "
                   f"CUDA_VISIBLE_DEVICES={','.join(keep)}, --nproc-per-node {nproc} -> {new_nproc}"
                   + ("; the job must accept the smaller world size" if new_nproc < nproc else ""))
@@ -414,11 +397,13 @@ class LocalExecutor(Executor):
         return collect_kernel_log(since, out_dir, self.host)
 
     def launcher_logs(self, command: tuple[str, ...], since: datetime) -> list[Path]:
-        """torchrun --log-dir D writes D/<run id>/attempt_<k>/<local rank>/std{out,err}.log: the run
-        directories written since the attempt started."""
-        i = launcher_index(command)
-        _, log_dir = flag_value(command[i + 1:] if i is not None else (), ("--log-dir", "--log_dir"))
-        if not log_dir or not Path(log_dir).is_dir():
+        """Per-rank files the launcher wrote for this attempt: torchrun/accelerate `--log-dir D` writes
+        D/<run id>/attempt_<k>/<local rank>/std{out,err}.log (the run directories written since the
+        attempt started); DeepSpeed `--enable_each_rank_log D` writes D/<time>_rank<N>.log."""
+        launcher = ln.recognise(command)
+        log_dir = ln.launcher_value(command, launcher, ln.RANK_LOG_DIR)
+        if not log_dir or log_dir == "None" or not Path(log_dir).is_dir():
             return []
         cutoff = since.timestamp() - 1
-        return sorted(p for p in Path(log_dir).iterdir() if p.is_dir() and p.stat().st_mtime >= cutoff)
+        return sorted(p for p in Path(log_dir).iterdir() if p.stat().st_mtime >= cutoff
+                      and (p.is_dir() or launcher.kind == ln.DEEPSPEED and p.suffix == ".log"))

@@ -3,27 +3,40 @@
 Shaped like Ray Train's `FailurePolicy -> FailureDecision`: no I/O, no clock, no randomness (the
 backoff jitter is a hash of the job id and the failure count, so the same inputs always give the
 same decision and different jobs still spread out). The verdict proposes an action; the policy may
-only keep it, make it more conservative (escalate, stop), or add a delay: it never invents a
-destructive action the evidence does not name.
+only keep it, make it more conservative, or add a delay: it never invents a destructive action the
+evidence does not name.
+
+Bias to restart: a stopped job idles every GPU until a person wakes up, so only a *confident
+user-code* verdict stops the job. Everything uncertain restarts (plain, from the newest valid
+checkpoint) under the budgets and the crash-loop breaker, with a notification (`Decision.notify`).
 
 Rules, first match decides (`Decision.rule` names it):
- 1. `low_confidence`  confidence < min_confidence -> escalate (or a plain, budgeted restart when
-                      `on_low_confidence: restart`); never an exclusion on weak evidence.
- 2. `verdict`         the verdict itself says escalate.
- 3. `user_code`       stop_and_notify, and any user-code verdict that asks for a plain restart,
-                      backoff or exclusion -> stop_and_notify (re-running a KeyError burns GPU-hours).
-                      A user-code rollback (NaN loss, corrupt checkpoint) goes on.
- 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node -> escalate.
- 5. `crash_loop`      the same signature (category, subtype, culprit) N times in a row -> escalate,
-                      whatever the category.
- 6. `node_cap`        excluding/draining would take more than K distinct nodes per window -> escalate.
- 7. `max_restarts`    restarts of the run exhausted -> escalate.
- 8. `budget`          restarts of this category within the window exhausted -> escalate.
+ 1. `low_confidence`  confidence < min_confidence -> plain restart + notify (`on_low_confidence:
+                      escalate` holds the job for a human instead); never an exclusion on weak evidence.
+ 2. `verdict`         the verdict says escalate, or a non-user-code verdict says stop -> plain restart +
+                      notify (a human is told; the job keeps going).
+ 3. `user_code`       a confident user-code verdict: stop_and_notify (re-running a KeyError burns
+                      GPU-hours). A user-code rollback (NaN loss, corrupt checkpoint) goes on.
+ 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node -> plain restart + notify.
+ 5. `crash_loop`      the same signature (category, subtype, culprit) N times in a row -> give up (escalate:
+                      stop and notify), whatever the category.
+ 6. `node_cap`        excluding/draining would take more than K distinct nodes per window -> plain restart +
+                      notify (no further node leaves the job; the crash-loop breaker still watches).
+ 7. `max_restarts`    restarts of the run exhausted -> give up.
+ 8. `budget`          restarts of this category within the window exhausted -> give up.
  9. `verdict`         otherwise the verdict's action; retry_after_backoff gets an exponential delay
                       with jitter (exponent: retries in a row).
-Then `require_approval` marks actions that need a human (escalate always does), and the mode
-applies: `dry_run` decides without executing; `shadow` logs the decision and executes the baseline
-a plain launcher would (restart within max_restarts).
+
+`Decision.action` is what runs when no human says yes; `on_approve` what runs when one does.
+Give-up decisions (escalate) may be overridden by an approver. An action in `require_approval`
+(default: drain) asks first and, without a yes (no approver configured, timeout, deny), runs the
+next less invasive action that needs none: drain -> exclude -> plain restart; a rollback or backoff
+that needs approval is held (escalate). `require_approval: [escalate]` holds every "restart +
+notify" decision for a human. The controller asks only when someone can answer (an approver is
+configured): an approval nobody can give is not waited for.
+
+The mode applies last: `dry_run` decides without executing; `shadow` logs the decision and executes
+the baseline a plain launcher would (restart within max_restarts).
 """
 
 from __future__ import annotations
@@ -69,7 +82,7 @@ class Policy(BaseModel):
 
     mode: Mode = Mode.ACTIVE
     min_confidence: float = Field(default=0.6, ge=0, le=1)
-    on_low_confidence: Action = Action.ESCALATE  # or restart: a plain restart, budgeted
+    on_low_confidence: Action = Action.RESTART  # a plain, budgeted restart + notify; escalate: hold for a human
     max_restarts: int = Field(default=20, ge=0)  # per run
     window_s: float = Field(default=3600.0, gt=0)  # budgets and node cap count within this window
     budgets: dict[Category, int] = Field(default_factory=_default_budgets)  # restarts per window
@@ -137,8 +150,9 @@ class JobHistory:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do about one failure. `action` is what runs (after approval when `needs_approval`:
-    then `on_approve` runs if a human approves, stop_and_notify if not)."""
+    """What to do about one failure. `action` runs unless a human approves `on_approve` (asked only
+    when `needs_approval` and an approver is configured); `notify`: tell a human even though the job goes on.
+    `action` escalate means: stop the run and notify (gave up, or held for a human)."""
 
     action: Action
     rule: str
@@ -150,6 +164,7 @@ class Decision:
     on_approve: Action | None = None
     execute: bool = True  # False in dry-run
     shadow_of: Action | None = None  # shadow mode: the policy's own action (logged, not executed)
+    notify: bool = False
     notes: tuple[str, ...] = field(default=())
 
 
@@ -173,66 +188,97 @@ def backoff_delay(history: JobHistory, policy: Policy, now: datetime) -> float:
     return round(max(0.0, min(delay, b.max_s)), 3)
 
 
-def _escalate(rule: str, reason: str, verdict: Diagnosis, on_approve: Action | None) -> Decision:
-    return Decision(Action.ESCALATE, rule, reason, verdict.action, on_approve=on_approve)
+GIVE_UP = ("crash_loop", "max_restarts", "budget")
+FALLBACK = {Action.DRAIN_AND_RESTART: Action.RESTART_EXCLUDING_NODES, Action.RESTART_EXCLUDING_NODES: Action.RESTART}
+
+
+def _give_up(rule: str, reason: str, verdict: Diagnosis, on_approve: Action) -> Decision:
+    return Decision(Action.ESCALATE, rule, reason, verdict.action, needs_approval=True, on_approve=on_approve,
+                    notify=True)
+
+
+def _uncertain(rule: str, reason: str, verdict: Diagnosis) -> Decision:
+    """Not sure enough to act on the verdict, not sure enough to stop: plain restart, tell a human."""
+    return Decision(Action.RESTART, rule, f"{reason}; plain restart, a human is notified", verdict.action,
+                    notify=True)
 
 
 def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: datetime) -> Decision:
     proposed = verdict.action
     what = f"{verdict.category.value}/{verdict.subtype} -> {proposed.value} ({verdict.confidence:.2f})"
-    action = proposed
-    rule = "verdict"
+    user_code = verdict.category is Category.USER_CODE
     if verdict.confidence < policy.min_confidence:
-        if policy.on_low_confidence is not Action.RESTART:
-            return _escalate("low_confidence", f"confidence {verdict.confidence:.2f} < "
-                             f"{policy.min_confidence:.2f}: {what}", verdict, Action.RESTART)
-        action, rule = Action.RESTART, "low_confidence"
-    elif proposed is Action.ESCALATE:
-        return _escalate("verdict", f"the verdict asks for a human: {what}", verdict, Action.RESTART)
-    elif proposed is Action.STOP_AND_NOTIFY or (
-            verdict.category is Category.USER_CODE and proposed is not Action.ROLLBACK_AND_RESTART):
+        first = _uncertain("low_confidence", f"confidence {verdict.confidence:.2f} < {policy.min_confidence:.2f}: "
+                           f"{what}", verdict)
+        if policy.on_low_confidence is Action.ESCALATE:
+            first = replace(first, action=Action.ESCALATE, needs_approval=True, on_approve=Action.RESTART,
+                            reason=f"confidence {verdict.confidence:.2f} < {policy.min_confidence:.2f}: {what}; "
+                            "held for a human (on_low_confidence: escalate)")
+    elif proposed is Action.ESCALATE or (proposed is Action.STOP_AND_NOTIFY and not user_code):
+        first = _uncertain("verdict", f"the verdict asks for a human: {what}", verdict)
+    elif user_code and proposed is not Action.ROLLBACK_AND_RESTART:
         return Decision(Action.STOP_AND_NOTIFY, "user_code",
-                        f"a restart cannot fix this failure in the job itself: {what}", proposed)
-    nodes = tuple(verdict.culprit.nodes) if action in NODE_ACTIONS else ()
-    if action in NODE_ACTIONS and not nodes:
-        return _escalate("no_culprit", f"{proposed.value} but the evidence names no culprit node: {what}",
-                         verdict, Action.RESTART)
+                        f"a restart cannot fix this failure in the job itself: {what}", proposed, notify=True)
+    elif proposed in NODE_ACTIONS and not verdict.culprit.nodes:
+        first = _uncertain("no_culprit", f"{proposed.value} but the evidence names no culprit node: {what}", verdict)
+    else:
+        first = Decision(proposed, "verdict", what, proposed,
+                         nodes=tuple(verdict.culprit.nodes) if proposed in NODE_ACTIONS else ())
+    action = first.on_approve if first.action is Action.ESCALATE else first.action
+    assert action is not None
     key = signature(verdict.category, verdict.subtype, verdict.culprit.nodes, verdict.culprit.ranks)
     streak = history.streak(key) + 1
     if streak >= policy.crash_loop:
-        return _escalate("crash_loop", f"crash loop: the same failure {streak} times in a row "
-                         f"({verdict.subtype}, culprit {list(key[2]) or 'none'}): {what}", verdict, action)
+        return _give_up("crash_loop", f"crash loop: the same failure {streak} times in a row "
+                        f"({verdict.subtype}, culprit {list(key[2]) or 'none'}): {what}", verdict, action)
     since = now - timedelta(seconds=policy.window_s)
-    if nodes:
-        taken = history.excluded_since(since)
-        total = taken | set(nodes)
+    if first.nodes:
+        total = history.excluded_since(since) | set(first.nodes)
         if len(total) > policy.max_excluded_nodes:
-            return _escalate("node_cap", f"{proposed.value} of {list(nodes)} would take {len(total)} nodes out "
-                             f"within {policy.window_s:.0f} s (cap {policy.max_excluded_nodes}): {what}",
-                             verdict, Action.RESTART)
+            first = _uncertain("node_cap", f"{proposed.value} of {list(first.nodes)} would take {len(total)} nodes "
+                               f"out within {policy.window_s:.0f} s (cap {policy.max_excluded_nodes}): {what}",
+                               verdict)
+            action = Action.RESTART
     total_restarts = sum(1 for f in history.failures if f.action in RESTARTS)
     if total_restarts >= policy.max_restarts:
-        return _escalate("max_restarts", f"{total_restarts} restarts already (max {policy.max_restarts}): {what}",
-                         verdict, action)
+        return _give_up("max_restarts", f"{total_restarts} restarts already (max {policy.max_restarts}): {what}",
+                        verdict, action)
     budget = policy.budgets.get(verdict.category, 0)
     used = history.restarts_since(since, verdict.category)
     if used >= budget:
-        return _escalate("budget", f"{verdict.category.value} restart budget spent ({used}/{budget} within "
-                         f"{policy.window_s:.0f} s): {what}", verdict, action)
-    delay = backoff_delay(history, policy, now) if action is Action.RETRY_AFTER_BACKOFF else 0.0
-    reason = f"{what}" + (f"; backoff {delay:.1f} s" if delay else "")
-    if rule == "low_confidence":
-        reason = f"confidence {verdict.confidence:.2f} < {policy.min_confidence:.2f}: plain restart ({what})"
-    return Decision(action, rule, reason, proposed, delay_s=delay, nodes=nodes)
+        return _give_up("budget", f"{verdict.category.value} restart budget spent ({used}/{budget} within "
+                        f"{policy.window_s:.0f} s): {what}", verdict, action)
+    if action is Action.RETRY_AFTER_BACKOFF:
+        delay = backoff_delay(history, policy, now)
+        first = replace(first, delay_s=delay, reason=f"{first.reason}; backoff {delay:.1f} s")
+    return first
+
+
+def _gate(d: Decision, policy: Policy) -> Decision:
+    """Apply `require_approval`: ask first; without a yes run the next less invasive action."""
+    if d.action is Action.ESCALATE:
+        return d
+    gated = policy.require_approval
+    if d.notify and Action.ESCALATE in gated:  # the operator wants uncertain failures held for a human
+        return replace(d, action=Action.ESCALATE, needs_approval=True, on_approve=d.action,
+                       reason=f"{d.reason}; held: escalations need approval")
+    if d.action not in gated:
+        return d
+    fallback: Action | None = d.action
+    while fallback is not None and fallback in gated:
+        fallback = FALLBACK.get(fallback)
+    wanted = d.action
+    if fallback is None:
+        return replace(d, action=Action.ESCALATE, needs_approval=True, on_approve=wanted, notify=True,
+                       reason=f"{d.reason}; {wanted.value} needs approval")
+    nodes = d.nodes if fallback in NODE_ACTIONS else ()
+    return replace(d, action=fallback, nodes=nodes, needs_approval=True, on_approve=wanted, notify=True,
+                   reason=f"{d.reason}; {wanted.value} needs approval, else {fallback.value}")
 
 
 def decide(history: JobHistory, verdict: Diagnosis, policy: Policy, now: datetime) -> Decision:
     """The decision for a new verdict, given the job's history (pure)."""
-    d = _choose(history, verdict, policy, now)
-    if d.action is Action.ESCALATE:
-        d = replace(d, needs_approval=True)
-    elif d.action in policy.require_approval:
-        d = replace(d, needs_approval=True, on_approve=d.action)
+    d = _gate(_choose(history, verdict, policy, now), policy)
     if policy.mode is Mode.DRY_RUN:
         return replace(d, execute=False, needs_approval=False, reason=f"dry-run, not executed: {d.reason}")
     if policy.mode is Mode.SHADOW:

@@ -5,11 +5,15 @@ an attempt. Each step ends by writing its audit event, which is what moves the l
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnoser.act import attempts as att
+from diagnoser.act import evidence as ev
 from diagnoser.act.approval import ApprovalRequest, write_json
 from diagnoser.act.checkpoints import Selection
 from diagnoser.act.events import (
@@ -28,6 +32,8 @@ from diagnoser.models import Action, Culprit, Diagnosis
 
 if TYPE_CHECKING:
     from diagnoser.act.controller import Controller
+
+log = logging.getLogger(__name__)
 
 GIVE_UP_RULES = ("budget", "max_restarts", "crash_loop")
 
@@ -52,8 +58,9 @@ class StepsMixin:
         logs = self.layout.logs(d)
         logs.mkdir(parents=True, exist_ok=True)
         t0 = self.clock.monotonic()
-        if self.config.collect_kernel:
-            self.executor.collect_kernel(a.started.time, logs)
+        kernel_note = self.executor.collect_kernel(a.started.time, logs) if self.config.collect_kernel else ""
+        if self.executor.local_evidence:
+            self._exit_evidence(a, d, kernel_note)
         extra = [*self.config.collect, *self.executor.launcher_logs(self.launch.template, a.started.time)]
         try:
             verdict = self.triage_fn([str(logs), *(str(p) for p in extra)])
@@ -67,6 +74,38 @@ class StepsMixin:
         self.verdicts[a.n] = verdict
         self._fail_count(verdict.category.value)
         self._emit(DiagnosisMade.of(verdict, self.clock.now(), a.n, self.clock.monotonic() - t0))
+
+    def _exit_evidence(self: Controller, a: AttemptState, d: Path, kernel_note: str) -> None:
+        """What the controller saw of the attempt's end, as `logs/launcher-exit.log` for the triage."""
+        assert a.failure is not None
+        logs, handle = self.layout.logs(d), self._handle(a)
+        try:
+            record = json.loads(self.layout.launcher_record(d).read_text())
+        except (OSError, ValueError):
+            record = {}
+        before = ev.OomCounter.from_json(record.get("oom_kill_at_start"))
+        now_count = ev.read_oom_kill(Path(before.path)) if before else None
+        after = ev.OomCounter(before.path, now_count) if before and now_count is not None else None
+        ranks, first = ev.launcher_failures(_tail(self.layout.console(d)) or _tail(logs / "launcher.log"))
+        kernel_read, kernel_pids = ev.kernel_oom_pids(logs / "dmesg")
+        failed_at = a.failure.time.timestamp()
+        outside = [(name, datetime.fromtimestamp(t, UTC)) for name, t in
+                   (handle.received_signals() if handle else []) if t <= failed_at]
+        exited = a.failure.exit_code is not None
+        code = a.failure.exit_code if exited else (a.finished.exit_code if a.finished else None)
+        facts = ev.ExitFacts(
+            at=a.failure.time, started=a.started.time, launcher_pid=handle.pid if handle else None,
+            launcher_code=code, ranks=ranks, first=first, pids=handle.known_pids() if handle else set(),
+            kernel_oom_pids=kernel_pids, kernel_log_read=kernel_read or kernel_note.startswith("dmesg:"),
+            oom_before=before, oom_after=after, outside_signals=outside,
+            sent_by_diagnoser=None if exited else f"SIGTERM (then SIGKILL after {self.config.kill_grace_s:g} s) "
+            f"after the {a.failure.how.value} was detected",
+            last_step=a.failure.last_step, last_progress_at=a.failure.last_progress_time,
+            error_file=ev.read_error_file(Path(os.environ.get(ev.ENV_ERROR_FILE) or d / ev.ERROR_FILE)))
+        try:
+            ev.write_exit_evidence(logs, facts)
+        except OSError as exc:  # a full disk must not stop the diagnosis
+            log.warning("exit evidence not written: %s", exc)
 
     def _verdict(self: Controller, a: AttemptState) -> Diagnosis:
         if a.n in self.verdicts:
@@ -88,22 +127,25 @@ class StepsMixin:
         decision = decide(history, verdict, self.policy, self.clock.now())
         decision, placement = self._feasible(decision, verdict)
         final, reason, approved_by = decision.action, decision.reason, "policy"
-        if decision.execute and decision.needs_approval:
+        if decision.execute and decision.needs_approval and not self.approver.available:
+            reason = f"{reason}; no approver configured: not waited for"
+        elif decision.execute and decision.needs_approval:
             self._set("approval", f"waiting for approval: {decision.reason}")
             resp = self.approver.request(ApprovalRequest(
                 self.job_id, a.n, decision.action, decision.on_approve, decision.rule, decision.reason,
                 verdict.category.value, verdict.subtype, verdict.confidence, tuple(verdict.culprit.nodes),
                 verdict.root_cause), cancelled=lambda: self.stop_reason is not None)
-            if resp.approved and (resp.action or decision.on_approve) not in (None, Action.ESCALATE):
-                final = resp.action or decision.on_approve or decision.action
-                approved_by, reason = resp.by, f"{reason}; approved by {resp.by}"
+            wanted = resp.action or decision.on_approve
+            if resp.approved and wanted not in (None, Action.ESCALATE):
+                assert wanted is not None
+                final, approved_by, reason = wanted, resp.by, f"{reason}; approved by {resp.by}"
                 if final in NODE_ACTIONS and (placement is None or final is not decision.action):
                     decision = replace(decision, nodes=tuple(verdict.culprit.nodes))
                     checked, placement = self._feasible(replace(decision, action=final), verdict)
                     if checked.action is not final:
-                        final, reason = Action.ESCALATE, f"{reason}; but {checked.reason}"
+                        final, reason = checked.action, f"{reason}; but {checked.reason}"
             else:
-                final, approved_by = Action.ESCALATE, None
+                approved_by = None
                 reason = f"{reason}; not approved ({resp.by}{': ' + resp.note if resp.note else ''})"
         nodes = list(decision.nodes) if final in NODE_ACTIONS else []
         if final is Action.RESTART_EXCLUDING_NODES and placement is not None:
@@ -111,20 +153,22 @@ class StepsMixin:
         self.pending[a.n] = Pending(replace(decision, action=final, nodes=tuple(nodes)), placement)
         self._emit(DecisionMade(time=self.clock.now(), action=final, reason=reason, approved_by=approved_by,
                                 nodes=nodes))
+        if final in RESTARTS and decision.notify:  # the job goes on; a human is told why
+            self._notify(a, final, reason)
 
     def _feasible(self: Controller, d: Decision, verdict: Diagnosis) -> tuple[Decision, Placement | None]:
-        """The executor must be able to do it; otherwise escalate with its reason."""
+        """The executor must be able to do it; otherwise the next less invasive action it can do
+        (drain -> exclude -> plain restart), with a notification and the executor's reason."""
         if not d.execute or d.action not in NODE_ACTIONS:
             return d, None
         if d.action is Action.DRAIN_AND_RESTART and not self.executor.can_drain:
-            return replace(d, action=Action.ESCALATE, rule="executor", needs_approval=True,
-                           on_approve=Action.RESTART,
-                           reason=f"{d.reason}; the {self.executor.name} executor cannot drain nodes"), None
+            d = replace(d, action=Action.RESTART_EXCLUDING_NODES, rule="executor", notify=True,
+                        reason=f"{d.reason}; the {self.executor.name} executor cannot drain nodes")
         placement = self.executor.exclude(self.launch.template, self.launch.env, d.nodes,
                                           tuple(verdict.culprit.ranks))
         if not placement.ok:
-            return replace(d, action=Action.ESCALATE, rule="executor", needs_approval=True,
-                           on_approve=Action.RESTART, reason=f"{d.reason}; {placement.detail}"), None
+            return replace(d, action=Action.RESTART, rule="executor", nodes=(), notify=True,
+                           reason=f"{d.reason}; {placement.detail}; plain restart"), None
         return d, placement
 
     # -------------------------------------------------------------------------------- execute
@@ -218,6 +262,9 @@ class StepsMixin:
         ckpt = selection.checkpoint
         command = att.render_command(self.launch.template, ckpt, n)
         env = {**self.launch.env, **att.job_env(ckpt, n, self.layout.root, self.config.resume_env, rollback_from)}
+        if self.executor.local_evidence and ev.ENV_ERROR_FILE not in os.environ and ev.ENV_ERROR_FILE not in env:
+            env[ev.ENV_ERROR_FILE] = str(d / ev.ERROR_FILE)  # torchrun's @record error file
+            (d / ev.ERROR_FILE).unlink(missing_ok=True)
         when = self.clock.now()
         spec = AttemptSpec(n, command, self.layout.console(d), env)
         record_path = self.layout.launcher_record(d)
@@ -226,6 +273,8 @@ class StepsMixin:
         write_json(record_path, record)
         handle = self.executor.start(spec)
         self.handles[n] = handle
+        oom = ev.oom_counter(handle.pid) if self.executor.local_evidence else None
+        record = {**record, "oom_kill_at_start": oom.to_json() if oom else None}
         write_json(record_path, {**record, "handle": handle.record()})
         self._emit(AttemptStarted(time=when, attempt=n, nodes=self.executor.nodes(),
                                   excluded_nodes=self.state.excluded_nodes(),
@@ -272,6 +321,15 @@ class StepsMixin:
             self.notifier(self.layout.root, payload)
         except Exception as exc:  # noqa: BLE001 - a broken notifier never stops the controller
             self._set("notify_failed", str(exc))
+
+
+def _tail(path: Path, size: int = 2 << 20) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _last_watchdog_line(logs: Path) -> tuple[str, int, str] | None:

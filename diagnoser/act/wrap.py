@@ -1,9 +1,12 @@
 """Runs one attempt's launch command and records how it ended: `wrap.py EXIT_FILE -- CMD...`.
 
 Started by the local executor (as a script: stdlib only, fast) as the leader of the attempt's
-process group. It records the command's exit status in EXIT_FILE (JSON `{"returncode": N}`,
-negative for a signal, like subprocess) so a restarted controller that re-attaches to a job it did
-not start still learns how it ended. SIGTERM/SIGINT/SIGHUP sent to the group reach the command
+process group. It records the command's exit status in EXIT_FILE (JSON `{"returncode": N,
+"signals": [{"signal": "SIGTERM", "time": T}]}`, negative for a signal, like subprocess; `signals`
+are those the process group received while the command ran, with their wall-clock time) so a
+restarted controller that re-attaches to a job it did not start still learns how it ended, and the
+triage learns whether a scheduler or an operator signalled the job before it failed.
+SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 sent to the group reach the command
 directly; the wrapper only waits (its handlers are reset on exec, so the command sees defaults),
 then exits the way the command did (same code, or the same signal).
 """
@@ -13,14 +16,21 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
-CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+RECEIVED: list[dict] = []
+
+
+def _note(signum: int, _frame: object) -> None:
+    if len(RECEIVED) < 100:
+        RECEIVED.append({"signal": signal.Signals(signum).name, "time": time.time()})
 
 
 def _record(path: str, returncode: int) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump({"returncode": returncode}, fh)
+        json.dump({"returncode": returncode, "signals": RECEIVED}, fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -32,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 2
     exit_file, command = argv[0], argv[2:]
     for sig in CAUGHT:
-        signal.signal(sig, lambda *_: None)  # keep waiting; the command got the signal itself
+        signal.signal(sig, _note)  # keep waiting; the command got the signal itself
     try:
         proc = subprocess.Popen(command)
     except OSError as exc:

@@ -51,6 +51,11 @@ class SlackApprover(Approver):
         self.clock = clock or SystemClock()
         self.poll_s = poll_s
 
+    @property
+    def available(self) -> bool:
+        """Someone can press Approve: approvers are configured and there is time to wait for them."""
+        return self.timeout_s > 0 and bool(self.approvers)
+
     def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
         """Post the buttons, block until approved, denied, timed out, or `cancelled()` (then deny)."""
         request_id = uuid.uuid4().hex

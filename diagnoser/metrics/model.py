@@ -50,6 +50,8 @@ def expected_ettr(n_nodes: int, rf_per_1000_node_days: float, restart_s: float, 
                   write_s: float) -> float:
     """Meta's first-order E[ETTR], clamped to [0, 1]."""
     lam = failure_rate(n_nodes, rf_per_1000_node_days)
+    if interval_s <= 0:  # checkpointing continuously: only free when writes cost nothing (Meta's w_cp ~ 0)
+        return min(max(1.0 - lam * restart_s, 0.0), 1.0) if write_s <= 0 else 0.0
     value = (1.0 - lam * (restart_s + interval_s / 2.0)) / (1.0 + write_s / interval_s)
     return min(max(value, 0.0), 1.0)
 
@@ -64,6 +66,8 @@ def renewal_ettr(n_nodes: int, rf_per_1000_node_days: float, restart_s: float, i
     """Exact long-run ETTR under the model's assumptions (Poisson failures at all times while the
     job holds its nodes, restart u0, blocking writes): λ·e^(−λ·u0)·Δ·q/(1−q), q = e^(−λ(Δ+w))."""
     lam = failure_rate(n_nodes, rf_per_1000_node_days)
+    if interval_s + write_s <= 0:  # the limit of Δ -> 0 with free writes: only the restarts cost
+        return math.exp(-lam * restart_s)
     if lam == 0:
         return interval_s / (interval_s + write_s)
     q = math.exp(-lam * (interval_s + write_s))
@@ -79,7 +83,7 @@ class WhatIfParams(BaseModel):
     gpus_per_node: int = Field(default=GPUS_PER_NODE, ge=1)
     rf_per_1000_node_days: float = Field(default=RF_LITERATURE, gt=0)
     restart_s: float = Field(default=600.0, ge=0)  # assumed: reschedule + init + checkpoint load
-    checkpoint_write_s: float = Field(default=60.0, gt=0)  # assumed: blocking write
+    checkpoint_write_s: float = Field(default=60.0, ge=0)  # assumed: blocking write (0: free, as Meta's model)
     checkpoint_interval_s: float | None = Field(default=None, gt=0)  # None: the optimal interval
 
 

@@ -156,8 +156,8 @@ def _handle(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, layout: RunLayout, a
     emit(DiagnosisMade.of(verdict, datetime.now(UTC), n, took))
     d = decide(job_history(state, layout, rec.job_id), verdict, cfg.policy, datetime.now(UTC))
     action, reason = d.action, d.reason
-    if d.needs_approval and action is not Action.ESCALATE:
-        action, reason = Action.ESCALATE, f"{reason}; needs approval, which a hook cannot wait for"
+    if d.needs_approval and d.execute and d.on_approve is not None:  # `action` is what runs without a yes
+        reason = f"{reason}; {d.on_approve.value} needs approval, which a hook cannot wait for"
     nodes = list(d.nodes) if action in NODE_ACTIONS else []
     emit(DecisionMade(time=datetime.now(UTC), action=action, reason=reason, approved_by="policy", nodes=nodes))
     result.action = action.value
@@ -174,6 +174,8 @@ def _handle(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, layout: RunLayout, a
         if not ok:
             _notify(cfg, layout, rec, n, action, detail, verdict)
             emit(RunFinished(time=datetime.now(UTC), status="stopped", reason=detail[:2000]))
+        elif d.notify:  # an uncertain failure: requeued, and a human is told
+            _notify(cfg, layout, rec, n, action, reason, verdict)
         return result
     if action is Action.STOP_AND_NOTIFY:
         emit(ActionStarted(time=datetime.now(UTC), action=action, detail="leave the job failed, notify"))

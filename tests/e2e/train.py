@@ -14,6 +14,7 @@ Faults (env vars, `rank:step` or `step`); each fires once per `$FAULT_STATE_DIR`
 FAULT_EXCEPTION, a code bug that fires every time:
   FAULT_KILL=r:s       rank r SIGKILLs itself at step s
   FAULT_TRANSIENT=r:s  rank r fails reading a data shard: OSError [Errno 116] Stale file handle
+  FAULT_NCCL=r:s       rank r's all-reduce fails as NCCL reports a transient ncclSystemError (socket call failed)
   FAULT_EXCEPTION=r:s  rank r raises KeyError('labels')
   FAULT_HANG=r:s       rank r blocks forever before step s's all-reduce (the others wait in it)
   FAULT_NAN=s          the weights go bad at step s (a loss spike) and the loss is NaN from step s+2
@@ -148,6 +149,14 @@ def main() -> None:
         opt.zero_grad()
         loss.backward()
         wait_for_data(rank, step)
+        if fault("FAULT_NCCL", rank, step):  # what ProcessGroupNCCL raises when a socket call fails mid-run
+            print(f"{os.uname().nodename}:{os.getpid()}:{os.getpid()} [{rank}] misc/socket.cc:484 NCCL WARN "
+                  "socketStartConnect: Connect to 10.0.0.2<43119> failed : Software caused connection abort",
+                  flush=True)
+            raise dist.DistBackendError(
+                "NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
+                "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclSystemError: System call (e.g. "
+                "socket, malloc) or external library call failed or device error.")
         for p in model.parameters():
             dist.all_reduce(p.grad)
             p.grad /= world

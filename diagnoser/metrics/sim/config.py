@@ -71,6 +71,7 @@ class SimConfig(_Strict):
     hang_detect_s: float = Field(default=1800.0, ge=0)  # collective timeout (10-30 min in the wild)
     diagnosis_s: float = Field(default=30.0, ge=0)  # diagnoser's triage
     backoff_s: float = Field(default=30.0, ge=0)  # retry_after_backoff
+    crash_loop: int = Field(default=3, ge=2)  # diagnoser gives up (a human acts) after this many in a row
     human_response_s: float = Field(default=1800.0, ge=0)  # on-call answers a notification / approval
     fix_s: float = Field(default=3600.0, ge=0)  # a user fixes a deterministic bug
     naive_notice_s: float = Field(default=7200.0, ge=0)  # nobody notified: a crash loop is noticed

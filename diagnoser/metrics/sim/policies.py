@@ -7,10 +7,12 @@ fixed). Detection latency and the restart itself are the same for every policy.
 
 - naive: restart everything at once, never exclude a node; a crash loop runs until someone
   notices it (the fault's natural end: fleet health checks drain a lemon node, a user fixes a bug).
-- diagnoser: diagnose (`diagnosis_s`), predict a category from the confusion matrix, act:
-  hardware -> drain the culprit and restart (assumes the culprit is localised when the category is
-  right); infra -> retry after backoff; user_code -> stop and notify (a human answers, fixes a
-  deterministic bug, restarts); unknown -> escalate (a human answers and acts as the oracle).
+- diagnoser (its default policy): diagnose (`diagnosis_s`), predict a category from the confusion
+  matrix, act: hardware -> drain the culprit and restart (assumes the culprit is localised when the
+  category is right); infra -> retry after backoff; user_code -> stop and notify (a human answers,
+  fixes a deterministic bug, restarts); unknown -> a plain restart, a human is notified but not
+  waited for. The crash-loop breaker: the same persistent fault `crash_loop` times in a row (the
+  same signature) -> give up, a human answers and acts as the oracle.
 - oracle: knows the truth at once: excludes bad nodes, stops only for deterministic bugs.
 """
 
@@ -73,6 +75,8 @@ class Diagnoser:
 
     def __init__(self, confusion: Confusion) -> None:
         self.confusion = confusion
+        self._last: Category | None = None
+        self._streak = 0
 
     def predict(self, truth: Category, rng: random.Random) -> Category:
         row = self.confusion.row(truth)
@@ -86,16 +90,25 @@ class Diagnoser:
     def decide(self, truth: Category, persistent: bool, cfg: SimConfig, rng: random.Random) -> Decision:
         pred = self.predict(truth, rng)
         d = cfg.diagnosis_s
-        if pred is Category.HARDWARE:
-            return Decision(Action.DRAIN_AND_RESTART, pred, d, removes_fault=truth is Category.HARDWARE)
-        if pred is Category.INFRA:
-            return Decision(Action.RETRY_AFTER_BACKOFF, pred, d, backoff_s=cfg.backoff_s)
-        if pred is Category.USER_CODE:  # stop and notify: the human restarts after looking
+        # a persistent fault that was not removed repeats its signature; fresh faults differ (class,
+        # subtype or culprit), and a removed one (its node drained) cannot come back
+        self._streak = self._streak + 1 if persistent and pred is self._last else (1 if persistent else 0)
+        self._last = pred if persistent else None
+        if self._streak >= cfg.crash_loop:  # crash loop: give up, a human answers and acts
             h = _human(truth, persistent, cfg, cfg.human_response_s)
-            return Decision(Action.STOP_AND_NOTIFY, pred, d, stopped_s=h.stopped_s, removes_fault=h.removes_fault)
-        h = _human(truth, persistent, cfg, 0.0)  # escalate: the approval wait counts as diagnosis
-        return Decision(Action.ESCALATE, pred, d + cfg.human_response_s, stopped_s=h.stopped_s,
-                        removes_fault=h.removes_fault)
+            dec = Decision(Action.ESCALATE, pred, d, stopped_s=h.stopped_s, removes_fault=h.removes_fault)
+        elif pred is Category.HARDWARE:
+            dec = Decision(Action.DRAIN_AND_RESTART, pred, d, removes_fault=truth is Category.HARDWARE)
+        elif pred is Category.INFRA:
+            dec = Decision(Action.RETRY_AFTER_BACKOFF, pred, d, backoff_s=cfg.backoff_s)
+        elif pred is Category.USER_CODE:  # stop and notify: the human restarts after looking
+            h = _human(truth, persistent, cfg, cfg.human_response_s)
+            dec = Decision(Action.STOP_AND_NOTIFY, pred, d, stopped_s=h.stopped_s, removes_fault=h.removes_fault)
+        else:  # unknown: restart within budget, a human is told
+            dec = Decision(Action.RESTART, pred, d)
+        if dec.removes_fault or dec.action is Action.ESCALATE:
+            self._streak, self._last = 0, None
+        return dec
 
 
 def make_policy(name: str, confusion: Confusion | None = None) -> Policy:
