@@ -108,7 +108,8 @@ def test_user_code_never_removes_nodes_and_infra_may_stop():
     assert d.action != Action.DRAIN_AND_RESTART and "not allowed for user_code" in " ".join(d.notes)
     assert Action.STOP_AND_NOTIFY in ALLOWED[Category.INFRA]  # a full disk, a bad container config
     assert not (ALLOWED[Category.USER_CODE] & {Action.DRAIN_AND_RESTART, Action.RESTART_EXCLUDING_NODES})
-    assert ALLOWED[Category.UNKNOWN] == {Action.ESCALATE}
+    # unknown never drains (a drain needs a named part); a hang may exclude the silent rank's node
+    assert Action.DRAIN_AND_RESTART not in ALLOWED[Category.UNKNOWN]
 
 
 def test_a_node_is_drained_only_when_a_cited_line_ties_the_fault_to_it():

@@ -2,7 +2,8 @@
 
 - action allowed for the category (`ALLOWED`): hardware -> drain, exclude, restart, escalate;
   infra -> restart, exclude, retry, drain, stop (a full disk, a bad container or driver config),
-  escalate; user_code -> stop, rollback, escalate; unknown -> escalate. Else: `escalate`.
+  escalate; user_code -> stop, rollback, escalate; unknown -> escalate, restart, exclude (a hang's
+  silent rank, a bare SIGKILL). Else: `escalate`.
 - hardware names the part: a line of the verdict's evidence names a machine part (`HARDWARE_PART`:
   GPU Xid/ECC/NVLink/PCIe/HBM, NIC/HCA incl. InfiniBand "catastrophic" errors, AMD GPU errors, host
   memory, thermal, kernel panic), or a hardware rule matched it. Else: `unknown` / `escalate`.
@@ -38,7 +39,9 @@ ALLOWED: dict[Category, frozenset[Action]] = {
     Category.INFRA: frozenset({Action.RESTART, Action.RESTART_EXCLUDING_NODES, Action.RETRY_AFTER_BACKOFF,
                                Action.DRAIN_AND_RESTART, Action.STOP_AND_NOTIFY, Action.ESCALATE}),
     Category.USER_CODE: frozenset({Action.STOP_AND_NOTIFY, Action.ROLLBACK_AND_RESTART, Action.ESCALATE}),
-    Category.UNKNOWN: frozenset({Action.ESCALATE}),
+    # unknown: a hang names the rank everyone waited for (restart without its node), a bare SIGKILL is
+    # restarted; anything else unknown is escalated
+    Category.UNKNOWN: frozenset({Action.ESCALATE, Action.RESTART, Action.RESTART_EXCLUDING_NODES}),
 }
 REMOVES_NODES = frozenset({Action.DRAIN_AND_RESTART, Action.RESTART_EXCLUDING_NODES})
 
