@@ -104,6 +104,11 @@ class Executor(ABC):
     def nodes(self) -> list[str]:
         """The nodes the job runs on."""
 
+    def job_nodes(self) -> list[str]:
+        """Every name under which a node of this job may appear in its logs (culprits are kept only
+        when they are one of these)."""
+        return self.nodes()
+
     @abstractmethod
     def start(self, spec: AttemptSpec) -> Handle:
         """Launch an attempt."""
@@ -337,6 +342,9 @@ class LocalExecutor(Executor):
 
     def nodes(self) -> list[str]:
         return [self.host]
+
+    def job_nodes(self) -> list[str]:
+        return list(dict.fromkeys([self.host, self.host.split(".")[0], "localhost", "127.0.0.1"]))
 
     def prepare(self, command: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         i = launcher_index(command)

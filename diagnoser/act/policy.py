@@ -13,10 +13,14 @@ Rules, first match decides (`Decision.rule` names it):
  3. `user_code`       stop_and_notify, and any user-code verdict that asks for a plain restart,
                       backoff or exclusion -> stop_and_notify (re-running a KeyError burns GPU-hours).
                       A user-code rollback (NaN loss, corrupt checkpoint) goes on.
- 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node -> escalate.
+ 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node of this job
+                      -> escalate. Culprit names are expanded as hostlists and only the job's own
+                      nodes (`JobHistory.nodes`) are kept (`act.targets`): a name in a log that is
+                      not a node of this job is never acted on.
  5. `crash_loop`      the same signature (category, subtype, culprit) N times in a row -> escalate,
                       whatever the category.
- 6. `node_cap`        excluding/draining would take more than K distinct nodes per window -> escalate.
+ 6. `node_cap`        excluding/draining would take more than K distinct nodes (counted after
+                      hostlist expansion) per window -> escalate.
  7. `max_restarts`    restarts of the run exhausted -> escalate.
  8. `budget`          restarts of this category within the window exhausted -> escalate.
  9. `verdict`         otherwise the verdict's action; retry_after_backoff gets an exponential delay
@@ -36,6 +40,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from diagnoser.act.targets import job_targets
 from diagnoser.models import Action, Category, Diagnosis
 
 RESTARTS = frozenset({Action.RESTART, Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART,
@@ -109,6 +114,7 @@ class JobHistory:
     job_id: str = "job"
     failures: tuple[PastFailure, ...] = ()
     excluded: tuple[tuple[datetime, str], ...] = ()  # (when, node) excluded or drained
+    nodes: tuple[str, ...] | None = None  # the job's own nodes (None: unknown; culprits not filtered)
 
     def restarts_since(self, since: datetime, category: Category | None = None) -> int:
         return sum(1 for f in self.failures if f.time >= since and f.action in RESTARTS
@@ -193,10 +199,12 @@ def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: dateti
             verdict.category is Category.USER_CODE and proposed is not Action.ROLLBACK_AND_RESTART):
         return Decision(Action.STOP_AND_NOTIFY, "user_code",
                         f"a restart cannot fix this failure in the job itself: {what}", proposed)
-    nodes = tuple(verdict.culprit.nodes) if action in NODE_ACTIONS else ()
+    targets = job_targets(verdict.culprit.nodes, history.nodes)
+    nodes = targets.nodes if action in NODE_ACTIONS else ()
     if action in NODE_ACTIONS and not nodes:
-        return _escalate("no_culprit", f"{proposed.value} but the evidence names no culprit node: {what}",
-                         verdict, Action.RESTART)
+        why = (f"the culprit {targets.describe_outside()} is not a node of this job" if targets.outside
+               else "the evidence names no culprit node")
+        return _escalate("no_culprit", f"{proposed.value} but {why}: {what}", verdict, Action.RESTART)
     key = signature(verdict.category, verdict.subtype, verdict.culprit.nodes, verdict.culprit.ranks)
     streak = history.streak(key) + 1
     if streak >= policy.crash_loop:
@@ -221,6 +229,8 @@ def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: dateti
                          f"{policy.window_s:.0f} s): {what}", verdict, action)
     delay = backoff_delay(history, policy, now) if action is Action.RETRY_AFTER_BACKOFF else 0.0
     reason = f"{what}" + (f"; backoff {delay:.1f} s" if delay else "")
+    if nodes and targets.outside:
+        reason += f"; not acting on {targets.describe_outside()} (not nodes of this job)"
     if rule == "low_confidence":
         reason = f"confidence {verdict.confidence:.2f} < {policy.min_confidence:.2f}: plain restart ({what})"
     return Decision(action, rule, reason, proposed, delay_s=delay, nodes=nodes)

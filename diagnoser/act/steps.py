@@ -24,6 +24,7 @@ from diagnoser.act.events import (
 from diagnoser.act.executors import AttemptSpec, Placement
 from diagnoser.act.policy import NODE_ACTIONS, RESTARTS, Decision, Mode, decide
 from diagnoser.act.runstate import AttemptState, job_history
+from diagnoser.act.targets import check_targets, job_targets
 from diagnoser.models import Action, Culprit, Diagnosis
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class StepsMixin:
     # --------------------------------------------------------------------------------- decide
     def _decide(self: Controller, a: AttemptState) -> None:
         verdict = self._verdict(a)
-        history = job_history(self.state, self.layout, self.job_id)
+        history = job_history(self.state, self.layout, self.job_id, self.executor.job_nodes())
         decision = decide(history, verdict, self.policy, self.clock.now())
         decision, placement = self._feasible(decision, verdict)
         final, reason, approved_by = decision.action, decision.reason, "policy"
@@ -98,7 +99,7 @@ class StepsMixin:
                 final = resp.action or decision.on_approve or decision.action
                 approved_by, reason = resp.by, f"{reason}; approved by {resp.by}"
                 if final in NODE_ACTIONS and (placement is None or final is not decision.action):
-                    decision = replace(decision, nodes=tuple(verdict.culprit.nodes))
+                    decision = replace(decision, nodes=job_targets(verdict.culprit.nodes, history.nodes).nodes)
                     checked, placement = self._feasible(replace(decision, action=final), verdict)
                     if checked.action is not final:
                         final, reason = Action.ESCALATE, f"{reason}; but {checked.reason}"
@@ -169,6 +170,15 @@ class StepsMixin:
                 self._finish("stopped", self.stop_reason)
                 return
         notes = []
+        if action in NODE_ACTIONS:  # the decision may come from a damaged audit log: check it again
+            own = job_history(self.state, self.layout, self.job_id, self.executor.job_nodes()).nodes
+            refused = check_targets(dec.nodes, own, self.policy.max_excluded_nodes,
+                                    "drain" if action is Action.DRAIN_AND_RESTART else "exclude")
+            if refused:
+                self._emit(ActionFinished(time=self.clock.now(), action=action, ok=False, detail=refused))
+                self._notify(a, action, refused)
+                self._finish("stopped", refused)
+                return
         if action is Action.DRAIN_AND_RESTART:
             ok, why = self.executor.drain(tuple(dec.nodes), dec.reason)
             notes.append(why)
