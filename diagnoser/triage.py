@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
@@ -133,7 +134,7 @@ def analyse(
     if verdict is None:
         weak = [e for s in readable for e in s.weak]
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
-    return Analysis(with_retrieval(verdict), d, scan, books)
+    return Analysis(redact_diagnosis(with_retrieval(verdict)), d, scan, books)
 
 
 SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what masking kept (paths, names)

@@ -25,6 +25,7 @@ from diagnoser.act.executors import AttemptSpec, Placement
 from diagnoser.act.policy import NODE_ACTIONS, RESTARTS, Decision, Mode, decide
 from diagnoser.act.runstate import AttemptState, job_history
 from diagnoser.act.targets import check_targets, job_targets
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.models import Action, Culprit, Diagnosis
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class StepsMixin:
             note = _last_watchdog_line(logs)
             if note is not None:
                 verdict = att.hang_verdict(verdict, note, self.policy.min_confidence)
+        verdict = redact_diagnosis(verdict)  # whatever triage_fn produced: no secret reaches the run dir
         self.layout.diagnosis(d).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
         self.verdicts[a.n] = verdict
         self._fail_count(verdict.category.value)

@@ -48,6 +48,7 @@ from diagnoser.act.events import (
 from diagnoser.act.policy import NODE_ACTIONS, RESTARTS, Policy, decide
 from diagnoser.act.runstate import LockedError, RunLayout, RunLock, fold, job_history, load_state
 from diagnoser.act.targets import check_targets, expand_nodes
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.models import Action, Diagnosis
 from diagnoser.slurm.collect import CollectOptions, collect_job
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
@@ -151,7 +152,7 @@ def _handle(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, layout: RunLayout, a
     emit(FailureDetected(time=ended, attempt=n, how=FailureHow.EXIT, exit_code=rec.status))
     emit(AttemptFinished(time=ended, attempt=n, exit_code=rec.status, status="failed"))
     t0 = time.monotonic()
-    verdict = _diagnose(cli, rec, cfg, layout.logs(adir), triage_fn, offset)
+    verdict = redact_diagnosis(_diagnose(cli, rec, cfg, layout.logs(adir), triage_fn, offset))
     took = round(time.monotonic() - t0, 3)
     layout.diagnosis(adir).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
     emit(DiagnosisMade.of(verdict, datetime.now(UTC), n, took))
