@@ -22,7 +22,7 @@ from rich.live import Live
 from diagnoser.act.approval import REQUEST_FILE, respond
 from diagnoser.act.checkpoints import CheckpointStore
 from diagnoser.act.config import ConfigError, build_config
-from diagnoser.act.controller import Controller, RunResult
+from diagnoser.act.controller import Controller, ControllerError, RunResult
 from diagnoser.act.policy import Mode
 from diagnoser.act.runstate import LockedError
 from diagnoser.act.summary import StatusLine, render_summary, summarize
@@ -154,7 +154,7 @@ def _supervise(controller: Controller, err: Console) -> RunResult:
                 return controller.run()
         controller.listener = plain
         return controller.run()
-    except LockedError as exc:
+    except (LockedError, ControllerError) as exc:
         _fail(str(exc))
         raise
     finally:

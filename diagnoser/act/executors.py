@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from diagnoser.act.clock import Clock, SystemClock
-from diagnoser.act.procid import Identity, descendant_ok, leader_mismatch, signal_group
+from diagnoser.act.procid import Identity, descendant_ok, find_wrapper, leader_mismatch, signal_group
 
 WRAPPER = Path(__file__).with_name("wrap.py")
 _NPROC = ("--nproc-per-node", "--nproc_per_node")
@@ -116,6 +116,10 @@ class Executor(ABC):
     @abstractmethod
     def attach(self, record: dict) -> Handle | None:
         """Re-attach to an attempt started by an earlier controller (None if it cannot)."""
+
+    def rediscover(self, attempt_dir: Path) -> tuple[Handle | None, dict]:
+        """Find a live attempt whose `launcher.json` is missing or damaged: (handle, its record)."""
+        return None, {}
 
     def stop(self, handle: Handle, grace_s: float, clock: Clock | None = None) -> int | None:
         """SIGTERM every process, SIGKILL what is left after `grace_s`; return the exit code."""
@@ -389,6 +393,14 @@ class LocalExecutor(Executor):
             return None
         h._known.update({k: v for k, v in known.items() if k > 1})
         return h
+
+    def rediscover(self, attempt_dir: Path) -> tuple[Handle | None, dict]:
+        ident = find_wrapper(str(WRAPPER), attempt_dir / "exit.json")
+        if ident is None:
+            return None, {}
+        record = {"pid": ident.pid, "create_time": ident.create_time, "sid": ident.sid,
+                  "exit_file": str(attempt_dir / "exit.json"), "descendants": {}}
+        return self.attach(record), record
 
     def exclude(self, command: tuple[str, ...], env: dict[str, str], nodes: tuple[str, ...],
                 ranks: tuple[int, ...]) -> Placement:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -105,3 +106,23 @@ def signal_group(ident: Identity, sig: int) -> tuple[bool, str]:
     except (ProcessLookupError, PermissionError) as exc:
         return False, f"killpg {ident.pid}: {exc}"
     return True, ""
+
+
+def find_wrapper(wrapper: str, exit_file: Path) -> Identity | None:
+    """The live session leader running `wrapper EXIT_FILE -- ...` for this attempt (how a controller
+    finds its attempt again when `launcher.json` is missing or damaged): matched by the wrapper's
+    path and the attempt's own exit file, resolved against the process's working directory."""
+    want = exit_file.resolve()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        argv = p.info.get("cmdline") or []
+        if len(argv) < 4 or argv[1] != wrapper or argv[3] != "--" or p.pid <= 1:
+            continue
+        try:
+            if (Path(p.cwd()) / argv[2]).resolve() != want:
+                continue
+            ident = Identity(p.pid, p.create_time(), os.getsid(p.pid))
+        except (psutil.Error, OSError):
+            continue
+        if leader_mismatch(ident) is None:
+            return ident
+    return None

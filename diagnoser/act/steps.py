@@ -37,7 +37,7 @@ GIVE_UP_RULES = ("budget", "max_restarts", "crash_loop")
 @dataclass
 class Pending:
     """What a decision needs to run, beyond the DecisionMade event (lost on a controller restart:
-    then the backoff is not waited again and the placement is recomputed)."""
+    then the placement is recomputed; the backoff's rest is taken from action_started)."""
 
     decision: Decision
     placement: Placement | None = None
@@ -158,10 +158,16 @@ class StepsMixin:
 
     def _restart(self: Controller, a: AttemptState, dec: DecisionMade, pending: Pending | None) -> None:
         action = dec.action
-        delay = pending.decision.delay_s if pending and a.action_started is None else 0.0
-        detail = f"backoff {delay:.1f} s" if delay else ""
-        if a.action_started is None:  # else: resumed after a controller restart mid-action
-            self._emit(ActionStarted(time=self.clock.now(), action=action, detail=detail))
+        if a.action_started is None:
+            delay = pending.decision.delay_s if pending else 0.0
+            detail = f"backoff {delay:.1f} s" if delay else ""
+            self._emit(ActionStarted(time=self.clock.now(), action=action, detail=detail, delay_s=delay or None))
+        else:  # resumed after a controller restart mid-action: wait what is left of the backoff
+            started = a.action_started
+            elapsed = (self.clock.now() - started.time).total_seconds()
+            delay = max(0.0, min(started.delay_s or 0.0, (started.delay_s or 0.0) - elapsed))
+            if delay:
+                self._say(f"resuming the backoff: {delay:.0f} s of {started.delay_s:.0f} s left")
         if delay:
             self._set("backoff", f"retry in {delay:.0f} s")
             deadline = self.clock.monotonic() + delay
@@ -253,11 +259,15 @@ class StepsMixin:
         """An attempt launched by a controller that died before logging it: stop it first."""
         try:
             record = json.loads(self.layout.launcher_record(d).read_text())
-        except (OSError, ValueError):
-            return
-        handle = self.executor.attach(record.get("handle") or {}) if record.get("handle") else None
+            handle = self.executor.attach(record["handle"]) if record.get("handle") else None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            handle = None
+        if handle is None:  # no usable record: find it by what it runs
+            handle, _ = self.executor.rediscover(d)
         if handle is not None and handle.alive():
             self.executor.stop(handle, self.config.kill_grace_s, self.clock)
+            self._say(f"{d.name}: an attempt started by an earlier controller but never logged was running: "
+                      f"stopped it cleanly (pid {handle.pid})")
 
     def _restore_launch(self: Controller) -> None:
         for a in reversed(self.state.attempts):

@@ -6,8 +6,15 @@ negative for a signal, like subprocess) so a restarted controller that re-attach
 not start still learns how it ended. SIGTERM/SIGINT/SIGHUP sent to the group reach the command
 directly; the wrapper only waits (its handlers are reset on exec, so the command sees defaults),
 then exits the way the command did (same code, or the same signal).
+
+The wrapper is the attempt's child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`, Linux): a daemon the
+job double-forks is re-parented to the wrapper, not to init, so it stays a descendant the
+controller tracks and stops. When the command has exited, whatever it left behind (those daemons,
+stray workers) gets SIGTERM, then SIGKILL after `LEFTOVER_GRACE_S`, and is reaped: nothing of an
+attempt outlives it.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +22,51 @@ import subprocess
 import sys
 
 CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PR_SET_CHILD_SUBREAPER = 36
+LEFTOVER_GRACE_S = 3.0
+
+
+def _become_subreaper() -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> list[int]:
+    """This process's live children (from /proc; stdlib only)."""
+    me = str(os.getpid())
+    out = []
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as fh:
+            out = [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _reap_leftovers() -> None:
+    """SIGTERM what the command left behind, SIGKILL it after the grace, reap everything."""
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, LEFTOVER_GRACE_S), (signal.SIGKILL, 2.0)):
+        kids = _children()
+        if not kids:
+            return
+        for pid in kids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while _children() and time.monotonic() < deadline:
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                return
+            time.sleep(0.05)
 
 
 def _record(path: str, returncode: int) -> None:
@@ -33,6 +85,7 @@ def main(argv: list[str]) -> int:
     exit_file, command = argv[0], argv[2:]
     for sig in CAUGHT:
         signal.signal(sig, lambda *_: None)  # keep waiting; the command got the signal itself
+    _become_subreaper()
     try:
         proc = subprocess.Popen(command)
     except OSError as exc:
@@ -40,6 +93,7 @@ def main(argv: list[str]) -> int:
         _record(exit_file, 127)
         return 127
     rc = proc.wait()
+    _reap_leftovers()
     _record(exit_file, rc)
     if rc < 0:
         for sig in CAUGHT:
