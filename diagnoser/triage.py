@@ -67,6 +67,18 @@ def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
     return sources, warnings
 
 
+MAX_WARNINGS = 50
+
+
+def cap_warnings(warnings: list[InputWarning], limit: int = MAX_WARNINGS) -> list[InputWarning]:
+    """At most `limit` warnings; the rest are counted in one last warning (5,000 bad files must not
+    make a 500 KB verdict)."""
+    if len(warnings) <= limit:
+        return warnings
+    rest = len(warnings) - (limit - 1)
+    return [*warnings[: limit - 1], InputWarning(source="(more)", message=f"{rest} more warning(s) not listed")]
+
+
 @dataclass
 class Analysis:
     """Everything the rule stage saw: the verdict and the evidence window later stages use."""
@@ -111,8 +123,8 @@ def analyse(
     sources, warnings = resolve_inputs(paths)
     runbooks = load_runbooks(runbook_dir)
     scan = scan_sources(sources, runbook_dir, workers, on_progress, runbooks)
-    warnings += scan.warnings
-    readable = [s for s in scan.sources if s.warning is None]
+    warnings = cap_warnings(warnings + scan.warnings)
+    readable = [s for s in scan.sources if s.warning is None or s.bytes]  # a damaged .gz keeps what it had
     if not readable:
         raise UnusableInput(f"no readable log: {warnings[0].source}: {warnings[0].message}")
     if sum(s.bytes for s in readable) == 0:
