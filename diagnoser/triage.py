@@ -53,11 +53,12 @@ def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, d
     return out
 
 
-def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
-    """Readable sources, or UnusableInput with a one-line reason."""
+def resolve_inputs(paths: list[str], within: tuple[Path, ...] | None = None
+                   ) -> tuple[list[Source], list[InputWarning]]:
+    """Readable sources, or UnusableInput with a one-line reason (`within`: see `list_sources`)."""
     if not paths:
         raise UnusableInput("no input: give log files, directories, or - for stdin")
-    sources, problems = list_sources(paths)
+    sources, problems = list_sources(paths, within)
     warnings = [InputWarning(source=p, message=m) for p, m in problems]
     if not sources:
         if problems:
@@ -108,9 +109,11 @@ def triage(
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    within: tuple[Path, ...] | None = None,
 ) -> Diagnosis:
-    """Diagnose a failed job from its logs (rules; retrieval and LLM stages build on `analyse`)."""
-    return analyse(paths, runbook_dir, workers, on_progress).diagnosis
+    """Diagnose a failed job from its logs (rules; retrieval and LLM stages build on `analyse`).
+    `within`: read nothing outside these roots, symlinks included (the chat bot)."""
+    return analyse(paths, runbook_dir, workers, on_progress, within).diagnosis
 
 
 def analyse(
@@ -118,9 +121,10 @@ def analyse(
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    within: tuple[Path, ...] | None = None,
 ) -> Analysis:
     """Collect, scan, demarcate and decide by rules; keep the window for later stages."""
-    sources, warnings = resolve_inputs(paths)
+    sources, warnings = resolve_inputs(paths, within)
     runbooks = load_runbooks(runbook_dir)
     scan = scan_sources(sources, runbook_dir, workers, on_progress, runbooks)
     warnings = cap_warnings(warnings + scan.warnings)

@@ -138,3 +138,61 @@ def test_local_handle_records_session(tmp_path: Path) -> None:
         assert isinstance(h, LocalHandle) and h.identity.sid == h.pid
     finally:
         LocalExecutor().stop(h, 1.0)
+
+
+# ------------------------------------------------------------------ who may approve (real OS users)
+def test_approve_records_the_real_os_user_and_checks_the_approver_list(tmp_path: Path) -> None:
+    """`diagnoser approve` run for real as two OS users: only the listed one's answer counts, under
+    its own name whatever `--by` says; a hand-written answer by another user is discarded."""
+    import pwd
+
+    from diagnoser.act.approval import REQUEST_FILE, RESPONSE_FILE, read_response
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another OS user")
+    try:
+        other = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' user")
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="diag-approve-", dir="/tmp"))  # pytest's own tmp is private to root
+    run = base / "run"
+    run.mkdir()
+    os.chmod(base, 0o755)
+    os.chmod(run, 0o777)
+    (run / REQUEST_FILE).write_text(json.dumps({"action": "escalate", "rule": "x", "reason": "y",
+                                                "approvers": ["root"]}))
+    os.chmod(run / REQUEST_FILE, 0o644)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-m", "diagnoser.act.cli", "approve", str(run), "--by", "root"]
+    # the other user cannot read this interpreter's home: a system python with the same packages
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    other_env = {**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), site])}
+    other_py = "/usr/bin/python3"
+    probe = subprocess.run(["su", "-s", "/bin/sh", "nobody", "-c", f"cd / && PYTHONPATH={other_env['PYTHONPATH']} "
+                            f"{other_py} -c 'import diagnoser.act.cli'"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("the other user cannot import diagnoser here")
+
+    def as_nobody() -> None:
+        os.setgid(other.pw_gid)
+        os.setuid(other.pw_uid)
+
+    refused = subprocess.run([other_py, *cmd[1:]], env=other_env, capture_output=True, text=True,
+                             preexec_fn=as_nobody, check=False, cwd="/")
+    assert refused.returncode != 0 and "nobody may not answer" in refused.stderr
+    assert not (run / RESPONSE_FILE).exists()
+    # a forged answer file written by that user, naming root, is not accepted
+    forged = subprocess.run([other_py, "-c", f"open({str(run / RESPONSE_FILE)!r}, 'w').write("
+                             "'{\"approved\": true, \"by\": \"root\"}')"], preexec_fn=as_nobody, check=False, cwd="/")
+    assert forged.returncode == 0 and read_response(run / RESPONSE_FILE, ("root",)) is None
+    ok = subprocess.run([*cmd[:-2], "--by", "alice"], env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    got = read_response(run / RESPONSE_FILE, ("root",))
+    assert got is not None and got.approved and got.by == "root" and "on behalf of alice" in got.note
+    import shutil
+
+    shutil.rmtree(base)

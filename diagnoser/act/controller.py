@@ -85,7 +85,8 @@ class Controller(StepsMixin):
         self.clock = clock or SystemClock()
         self.layout = RunLayout(Path(config.run_dir))
         self.approver = approver or FileApprover(self.layout.root, config.approval_timeout_s,
-                                                 config.approval_default == "approve", self.clock)
+                                                 config.approval_default == "approve", self.clock,
+                                                 approvers=config.approvers)
         self.triage_fn = triage_fn or default_triage(config.runbooks)
         self.listener = listener or (lambda status: None)
         self.notifier = notifier or default_notifier(config.notify_command)

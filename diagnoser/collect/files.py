@@ -49,8 +49,20 @@ def _relative_name(root: Path, path: Path, root_is_dir: bool) -> str:
     return str(path.relative_to(root))
 
 
-def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
-    """Files below `root`, following directory symlinks once (loops are reported, not followed)."""
+def _inside(path: Path, within: tuple[Path, ...] | None) -> bool:
+    """Whether `path` (symlinks resolved) lies below one of `within` (None: anywhere)."""
+    if within is None:
+        return True
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(real == r or real.is_relative_to(r) for r in within)
+
+
+def _walk(root: Path, warnings: list[tuple[str, str]], within: tuple[Path, ...] | None = None) -> Iterator[Path]:
+    """Files below `root`, following directory symlinks once (loops are reported, not followed);
+    with `within`, a symlink that leads outside those roots is reported and not followed."""
     seen_dirs: set[tuple[int, int]] = set()
     stack = [root]
     while stack:
@@ -74,6 +86,9 @@ def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
+            if within is not None and entry.is_symlink() and not _inside(Path(entry.path), within):
+                warnings.append((entry.path, "symlink leads outside the allowed roots, skipped"))
+                continue
             try:
                 if entry.is_dir():
                     subdirs.append(Path(entry.path))
@@ -88,8 +103,10 @@ def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
         stack.extend(reversed(subdirs))
 
 
-def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]]:
-    """Resolve the user's inputs into readable sources and (path, problem) warnings."""
+def list_sources(inputs: list[str], within: tuple[Path, ...] | None = None
+                 ) -> tuple[list[Source], list[tuple[str, str]]]:
+    """Resolve the user's inputs into readable sources and (path, problem) warnings. `within`: read
+    nothing whose real path is outside these roots (the chat bot's allowed roots)."""
     sources: list[Source] = []
     warnings: list[tuple[str, str]] = []
     seen_files: set[tuple[int, int]] = set()
@@ -101,8 +118,11 @@ def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]
         if not root.exists():
             warnings.append((raw, "no such file or directory"))
             continue
+        if not _inside(root, within):
+            warnings.append((raw, "outside the allowed roots, skipped"))
+            continue
         is_dir = root.is_dir()
-        paths = _walk(root, warnings) if is_dir else iter([root])
+        paths = _walk(root, warnings, within) if is_dir else iter([root])
         for path in paths:
             if path.suffix.lower() in _SKIP_SUFFIXES:
                 continue
