@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from diagnoser.models import Diagnosis
 
 log = logging.getLogger(__name__)
 RECORD_EVERY_S = 5.0
+_ATTEMPT_DIR = re.compile(r"(?:run\d+-)?attempt-\d{3,}")
 
 
 @dataclass
@@ -156,8 +158,9 @@ class Controller(StepsMixin):
         a = self.state.last
         running = self._attempt_dir(a.n) if (a is not None and a.failure is None and a.finished is None
                                              and self.state.finished is None) else None
-        for d in sorted(self.layout.root.glob("*attempt-[0-9][0-9][0-9]")):
-            if not d.is_dir() or (running is not None and d.resolve() == running.resolve()):
+        for d in sorted(self.layout.root.glob("*attempt-*")):
+            if not _ATTEMPT_DIR.fullmatch(d.name) or not d.is_dir() or (
+                    running is not None and d.resolve() == running.resolve()):
                 continue
             try:
                 record = json.loads(self.layout.launcher_record(d).read_text())
