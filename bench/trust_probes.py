@@ -14,6 +14,7 @@ Probes that need root (tmpfs, other OS users) or slack_bolt report `skipped` whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -361,6 +362,66 @@ def _(tmp: Path) -> str | None:
         return None
     os.kill(pid, signal.SIGKILL)
     return "the daemon survived the attempt"
+
+
+@probe("controller_faults", "controller restarted during a backoff")
+def _(tmp: Path) -> str | None:
+    from datetime import timedelta
+
+    from test_act_controller import Script, events, make, steps, verdict
+
+    from diagnoser.act.events import ActionStarted, AttemptStarted
+    from diagnoser.models import Action, Category
+
+    v = verdict(Category.INFRA, "storage_stale_handle", Action.RETRY_AFTER_BACKOFF)
+    c, _ = make(tmp, [Script(steps(1, 2), exit_at=3, code=1)], [v])
+
+    class Crash(BaseException):
+        pass
+
+    def crash(status) -> None:
+        if status.phase == "backoff":
+            raise Crash
+
+    c.listener = crash
+    with contextlib.suppress(Crash):
+        c.run()
+    (started,) = events(c, ActionStarted)
+    c2, ex2 = make(tmp, [Script(steps(1, 2), exit_at=3)], [])
+    c2.clock = ex2.clock = type(c.clock)(started.time + timedelta(seconds=1.0))  # back one second later
+    c2.run()
+    waited = (events(c2, AttemptStarted)[1].time - started.time).total_seconds()
+    return None if waited >= 3.9 else f"only {waited:.1f} s of a 4 s backoff were waited"
+
+
+DRAINER = ("import sys,time\nfrom pathlib import Path\nfrom diagnoser.slurm.commands import SlurmCLI\n"
+           "from diagnoser.slurm.drain import DrainGuard, drain_nodes\n"
+           "while not Path(sys.argv[2]).exists(): time.sleep(0.001)\n"
+           "r = drain_nodes(SlurmCLI(), [sys.argv[1]], 'diagnoser: x race', DrainGuard(2, 600), Path(sys.argv[3]))\n"
+           "print(r.ok)\n")
+
+
+@probe("controller_faults", "four concurrent drains against a cap of 2 (real Slurm)")
+def _(tmp: Path) -> str | None:
+    try:
+        from slurm_cluster import SlurmCluster, missing_binaries
+    except ImportError:
+        return "skip: tests/slurm_cluster.py not found"
+    if missing_binaries():
+        return "skip: Slurm not installed"
+    from diagnoser.slurm.commands import SlurmCLI
+
+    with SlurmCluster(tmp / "cluster") as cluster:
+        env = {**ENV, **cluster.env}
+        go = tmp / "go"
+        procs = [subprocess.Popen([sys.executable, "-c", DRAINER, n, str(go), str(tmp / "ops.jsonl")], env=env,
+                                  stdout=subprocess.PIPE) for n in cluster.node_names]
+        time.sleep(2.0)
+        go.touch()
+        for p in procs:
+            p.communicate(timeout=120)
+        drained = [n.name for n in SlurmCLI(env=cluster.env).show_nodes() if n.drained]
+    return None if len(drained) <= 2 else f"{len(drained)} nodes drained against a cap of 2"
 
 
 # ------------------------------------------------------------------------------ bot requests
