@@ -149,10 +149,11 @@ def test_local_handle_records_session(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ who may approve (real OS users)
-def test_approve_records_the_real_os_user_and_checks_the_approver_list(tmp_path: Path) -> None:
+def test_approve_records_the_real_os_user_and_checks_the_approver_list(request) -> None:
     """`diagnoser approve` run for real as two OS users: only the listed one's answer counts, under
     its own name whatever `--by` says; a hand-written answer by another user is discarded."""
     import pwd
+    import shutil
 
     from diagnoser.act.approval import REQUEST_FILE, RESPONSE_FILE, read_response
 
@@ -165,6 +166,7 @@ def test_approve_records_the_real_os_user_and_checks_the_approver_list(tmp_path:
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="diag-approve-", dir="/tmp"))  # pytest's own tmp is private to root
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
     run = base / "run"
     run.mkdir()
     os.chmod(base, 0o755)
@@ -201,6 +203,3 @@ def test_approve_records_the_real_os_user_and_checks_the_approver_list(tmp_path:
     assert ok.returncode == 0, ok.stderr
     got = read_response(run / RESPONSE_FILE, ("root",))
     assert got is not None and got.approved and got.by == "root" and "on behalf of alice" in got.note
-    import shutil
-
-    shutil.rmtree(base)
