@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from typer.core import TyperGroup
 
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import UnusableInput
 from diagnoser.models import Diagnosis
 from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
@@ -76,7 +77,7 @@ def triage_command(
             task = bar.add_task("scan", total=total or None)
             analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
                                on_progress=lambda n: bar.advance(task, n))
-        diagnosis = _later_stages(analysis, llm_base_url, llm_model, llm, no_remote)
+        diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote))
     except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -18,11 +20,25 @@ def _headline(d: Diagnosis) -> Text:
     colour = _COLOURS[d.category]
     t = Text()
     t.append(f"{d.category.value}", style=f"bold {colour}")
-    t.append(f" / {d.subtype}", style=colour)
+    t.append(f" / {visible(d.subtype)}", style=colour)
     t.append("  →  ", style="dim")
     t.append(d.action.value, style="bold cyan")
     t.append(f"   confidence {d.confidence:.2f}, decided by {d.decided_by.value}", style="dim")
     return t
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: object) -> str:
+    """`text` with control characters (terminal escapes among them) shown as `\\xNN`: a file name
+    or a log line never moves the cursor, recolours or retitles the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(text))
+
+
+def plain(text: object, style: str = "") -> Text:
+    """Text for the terminal that is never read as rich markup and carries no escape sequence."""
+    return Text(visible(text), style=style)
 
 
 def _culprit(d: Diagnosis) -> Text:
@@ -34,7 +50,7 @@ def _culprit(d: Diagnosis) -> Text:
         parts.append(f"ranks: {', '.join(map(str, c.ranks))}")
     if c.gpus:
         parts.append(f"GPUs: {', '.join(c.gpus)}")
-    return Text("Culprit  " + ("; ".join(parts) if parts else "not localised"), style="bold")
+    return plain("Culprit  " + ("; ".join(parts) if parts else "not localised"), style="bold")
 
 
 def _evidence(d: Diagnosis) -> Table:
@@ -42,27 +58,27 @@ def _evidence(d: Diagnosis) -> Table:
     table.add_column("source:line", style="cyan", no_wrap=True, overflow="fold", max_width=48)
     table.add_column("evidence", overflow="fold")
     for e in d.evidence:
-        table.add_row(f"{e.source}:{e.line}", Text(e.text))  # Text: log content is never markup
+        table.add_row(plain(f"{e.source}:{e.line}"), plain(e.text))  # file names and log text are never markup
     return table
 
 
 def render(d: Diagnosis, runbook: Runbook | None, console: Console) -> None:
-    body: list = [_headline(d), Text(d.root_cause), _culprit(d)]
+    body: list = [_headline(d), plain(d.root_cause), _culprit(d)]
     if d.first_failure:
         when = f" at {d.first_failure.time.isoformat()}" if d.first_failure.time else ""
-        body.append(Text(f"First failure  {d.first_failure.source}:{d.first_failure.line}{when}", style="dim"))
+        body.append(plain(f"First failure  {d.first_failure.source}:{d.first_failure.line}{when}", style="dim"))
     console.print(Panel(Group(*body), title="diagnoser verdict", border_style=_COLOURS[d.category]))
     if d.evidence:
         console.print(_evidence(d))
     if d.similar_incidents:
         table = Table("similar incident", "score", "category", "action", box=None, header_style="bold")
         for s in d.similar_incidents:
-            table.add_row(s.id, f"{s.score:.2f}", s.category.value, s.action.value)
+            table.add_row(plain(s.id), f"{s.score:.2f}", s.category.value, s.action.value)
         console.print(table)
     for note in d.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(plain(f"note: {note}", style="dim"))
     for w in d.warnings:
-        console.print(Text(f"warning: {w.source}: {w.message}", style="yellow"))
+        console.print(plain(f"warning: {w.source}: {w.message}", style="yellow"))
     if runbook:
         steps = "\n\n".join(f"**{h}**\n\n{runbook.section(h)}" for h in ("What to check", "How to fix")
                             if runbook.section(h))

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
@@ -50,11 +51,12 @@ def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, d
     return out
 
 
-def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
-    """Readable sources, or UnusableInput with a one-line reason."""
+def resolve_inputs(paths: list[str], within: tuple[Path, ...] | None = None
+                   ) -> tuple[list[Source], list[InputWarning]]:
+    """Readable sources, or UnusableInput with a one-line reason (`within`: see `list_sources`)."""
     if not paths:
         raise UnusableInput("no input: give log files, directories, or - for stdin")
-    sources, problems = list_sources(paths)
+    sources, problems = list_sources(paths, within)
     warnings = [InputWarning(source=p, message=m) for p, m in problems]
     if not sources:
         if problems:
@@ -62,6 +64,18 @@ def resolve_inputs(paths: list[str]) -> tuple[list[Source], list[InputWarning]]:
                                 (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         raise UnusableInput(f"no log files found in {', '.join(paths)}")
     return sources, warnings
+
+
+MAX_WARNINGS = 50
+
+
+def cap_warnings(warnings: list[InputWarning], limit: int = MAX_WARNINGS) -> list[InputWarning]:
+    """At most `limit` warnings; the rest are counted in one last warning (5,000 bad files must not
+    make a 500 KB verdict)."""
+    if len(warnings) <= limit:
+        return warnings
+    rest = len(warnings) - (limit - 1)
+    return [*warnings[: limit - 1], InputWarning(source="(more)", message=f"{rest} more warning(s) not listed")]
 
 
 @dataclass
@@ -93,9 +107,11 @@ def triage(
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    within: tuple[Path, ...] | None = None,
 ) -> Diagnosis:
-    """Diagnose a failed job from its logs (rules; retrieval and LLM stages build on `analyse`)."""
-    return analyse(paths, runbook_dir, workers, on_progress).diagnosis
+    """Diagnose a failed job from its logs (rules; retrieval and LLM stages build on `analyse`).
+    `within`: read nothing outside these roots, symlinks included (the chat bot)."""
+    return analyse(paths, runbook_dir, workers, on_progress, within).diagnosis
 
 
 def analyse(
@@ -103,13 +119,14 @@ def analyse(
     runbook_dir: Path | None = None,
     workers: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    within: tuple[Path, ...] | None = None,
 ) -> Analysis:
     """Collect, scan, demarcate and decide by rules; keep the window for later stages."""
-    sources, warnings = resolve_inputs(paths)
+    sources, warnings = resolve_inputs(paths, within)
     runbooks = load_runbooks(runbook_dir)
     scan = scan_sources(sources, runbook_dir, workers, on_progress, runbooks)
-    warnings += scan.warnings
-    readable = [s for s in scan.sources if s.warning is None]
+    warnings = cap_warnings(warnings + scan.warnings)
+    readable = [s for s in scan.sources if s.warning is None or s.bytes]  # a damaged .gz keeps what it had
     if not readable:
         raise UnusableInput(f"no readable log: {warnings[0].source}: {warnings[0].message}")
     if sum(s.bytes for s in readable) == 0:
@@ -143,7 +160,8 @@ def analyse(
     analysis = Analysis(verdict, d, scan, books)
     from diagnoser.classify.scope import police_verdict  # the policy table every verdict passes
 
-    analysis.diagnosis = police_verdict(analysis, analysis.diagnosis)
+    # secrets are redacted before anything prints, stores or sends the verdict
+    analysis.diagnosis = redact_diagnosis(police_verdict(analysis, analysis.diagnosis))
     return analysis
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -119,11 +120,15 @@ def slack_post(url: str, body: str, secret: str | None, ts: int | None = None,
     return post(url, body.encode(), headers)
 
 
+_TRIGGERS = itertools.count(3)
+
+
 def command_body(text: str, channel: str = "C1", user: str = "U1", command: str = "/diagnose") -> str:
     return urllib.parse.urlencode({
         "token": "legacy", "team_id": "T1", "team_domain": "t", "channel_id": channel, "channel_name": "ops",
         "user_id": user, "user_name": "someone", "command": command, "text": text, "api_app_id": "A1",
-        "response_url": "https://hooks.slack.invalid/commands/T1/1/x", "trigger_id": "1.2.3"})
+        "response_url": "https://hooks.slack.invalid/commands/T1/1/x",
+        "trigger_id": f"1.2.{next(_TRIGGERS)}"})  # Slack gives every command its own trigger id
 
 
 def action_body(action_id: str, value: str, user: str, channel: str = "C1", message_ts: str = "1.1",

@@ -331,7 +331,11 @@ def test_file_approver_reads_an_answer_or_times_out(tmp_path: Path) -> None:
 
     req = ApprovalRequest("j", 2, Action.ESCALATE, Action.RESTART, "crash_loop", "3 in a row", "hardware", "xid", 0.9)
     got = FileApprover(tmp_path, timeout_s=60, clock=AnsweringClock()).request(req, lambda: False)
-    assert (got.approved, got.by, got.action) == (True, "alice", Action.RESTART_EXCLUDING_NODES)
+    from diagnoser.act.approval import os_user
+
+    # `--by alice` is a note: the answer is recorded as the real OS user who gave it
+    assert (got.approved, got.by, got.action) == (True, os_user(), Action.RESTART_EXCLUDING_NODES)
+    assert "on behalf of alice" in got.note
     assert not (tmp_path / REQUEST_FILE).exists()
     clock = FakeClock()
     got = FileApprover(tmp_path, timeout_s=30, default_approve=True, clock=clock).request(req, lambda: False)

@@ -6,12 +6,18 @@ service: it writes the request to `<run_dir>/approval-request.json`, waits for
 and when nobody answers within `timeout_s` approves or denies by configuration. With no timeout
 nobody could answer: `available` is False and the controller does not ask. The chat-ops bot
 plugs in as another `Approver`.
+
+Who answered is the OS user that owns the response file (what `diagnoser approve` writes as the
+real user running it), never a name written inside it. With `approvers` configured, an answer
+from anyone else is discarded (and logged) and the wait goes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import pwd
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -20,6 +26,7 @@ from pathlib import Path
 from diagnoser.act.clock import Clock, SystemClock
 from diagnoser.models import Action
 
+log = logging.getLogger(__name__)
 REQUEST_FILE = "approval-request.json"
 RESPONSE_FILE = "approval-response.json"
 
@@ -62,8 +69,9 @@ class FileApprover(Approver):
     """Answers from a response file in the run directory; the configured default after a timeout."""
 
     def __init__(self, run_dir: Path, timeout_s: float = 0.0, default_approve: bool = False,
-                 clock: Clock | None = None, poll_s: float = 0.5) -> None:
+                 clock: Clock | None = None, poll_s: float = 0.5, approvers: tuple[str, ...] = ()) -> None:
         self.run_dir = Path(run_dir)
+        self.approvers = tuple(approvers)
         self.timeout_s = timeout_s
         self.default_approve = default_approve
         self.clock = clock or SystemClock()
@@ -77,29 +85,73 @@ class FileApprover(Approver):
     def request(self, req: ApprovalRequest, cancelled: Callable[[], bool]) -> ApprovalResponse:
         request_path, response_path = self.run_dir / REQUEST_FILE, self.run_dir / RESPONSE_FILE
         response_path.unlink(missing_ok=True)
-        write_json(request_path, {k: (v.value if isinstance(v, Action) else v) for k, v in asdict(req).items()})
+        write_json(request_path, {**{k: (v.value if isinstance(v, Action) else v) for k, v in asdict(req).items()},
+                                  "approvers": list(self.approvers)})
         try:
             return wait_for_response(response_path, self.clock, self.timeout_s, self.poll_s, self.default_approve,
-                                     cancelled)
+                                     cancelled, self.approvers)
         finally:
             request_path.unlink(missing_ok=True)
             response_path.unlink(missing_ok=True)
 
 
-def read_response(path: Path) -> ApprovalResponse | None:
+def os_user(uid: int | None = None) -> str:
+    """The login name of `uid` (default: the real user running this process)."""
+    uid = os.getuid() if uid is None else uid
     try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
+
+
+def read_response(path: Path, approvers: tuple[str, ...] = ()) -> ApprovalResponse | None:
+    """The answer in `path`, attributed to the file's owner; None (and the file removed) when
+    there is none yet, it is unreadable, or its owner is not one of `approvers`."""
+    try:
+        owner = os_user(path.stat().st_uid)
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        action = Action(data["action"]) if data.get("action") else None
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
-    action = data.get("action")
-    return ApprovalResponse(bool(data.get("approved")), str(data.get("by") or "human"),
-                            Action(action) if action else None, str(data.get("note") or ""))
+    if approvers and owner not in approvers:
+        log.warning("approval answer by %s ignored: not an approver (%s)", owner, ", ".join(approvers))
+        path.unlink(missing_ok=True)
+        return None
+    claimed = str(data.get("by") or "")
+    # an OS name must be the writer's own; a chat identity (`slack:U123`) is vouched for by the bot
+    foreign = claimed and claimed != owner and not claimed.startswith("slack:")
+    by = f"{claimed} (via {owner})" if foreign else (claimed or owner)
+    return ApprovalResponse(bool(data.get("approved")), by, action, str(data.get("note") or ""))
 
 
-def respond(run_dir: Path, approved: bool, by: str, action: Action | None = None, note: str = "") -> Path:
-    """Answer a pending request (what `diagnoser approve` does)."""
+def respond_as(run_dir: Path, approved: bool, by: str, action: Action | None = None, note: str = "") -> Path:
+    """Answer for an identity the caller verified itself (the chat bot: a Slack user on its approver
+    list); the controller records it as `<by> (via <OS user that wrote it>)`."""
     path = Path(run_dir) / RESPONSE_FILE
     write_json(path, {"approved": approved, "by": by, "action": action.value if action else None, "note": note})
+    return path
+
+
+class NotAnApprover(PermissionError):
+    """The user running `diagnoser approve` is not on the run's approver list."""
+
+
+def respond(run_dir: Path, approved: bool, by: str | None = None, action: Action | None = None,
+            note: str = "") -> Path:
+    """Answer a pending request as the real OS user (what `diagnoser approve` does); `by` is only a
+    note. Raises NotAnApprover when the pending request names approvers and this user is not one."""
+    user = os_user()
+    try:
+        pending = json.loads((Path(run_dir) / REQUEST_FILE).read_text(encoding="utf-8"))
+        approvers = [str(a) for a in pending.get("approvers") or []]
+    except (OSError, ValueError, AttributeError):
+        approvers = []
+    if approvers and user not in approvers:
+        raise NotAnApprover(f"{user} may not answer for this run (approvers: {', '.join(approvers)})")
+    if by and by != user:
+        note = f"{note}; on behalf of {by}" if note else f"on behalf of {by}"
+    path = Path(run_dir) / RESPONSE_FILE
+    write_json(path, {"approved": approved, "by": user, "action": action.value if action else None, "note": note})
     return path
 
 
@@ -110,11 +162,11 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def wait_for_response(response_path: Path, clock: Clock, timeout_s: float, poll_s: float, default_approve: bool,
-                      cancelled: Callable[[], bool]) -> ApprovalResponse:
+                      cancelled: Callable[[], bool], approvers: tuple[str, ...] = ()) -> ApprovalResponse:
     """Poll for an answer file until it appears, the wait is cancelled, or the timeout applies the default."""
     deadline = clock.monotonic() + timeout_s
     while True:
-        answer = read_response(response_path)
+        answer = read_response(response_path, approvers)
         if answer is not None:
             return answer
         if cancelled():

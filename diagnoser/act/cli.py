@@ -19,10 +19,10 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from diagnoser.act.approval import REQUEST_FILE, respond
+from diagnoser.act.approval import REQUEST_FILE, NotAnApprover, respond
 from diagnoser.act.checkpoints import CheckpointStore
 from diagnoser.act.config import ConfigError, RunConfig, build_config
-from diagnoser.act.controller import Controller, RunResult
+from diagnoser.act.controller import Controller, ControllerError, RunResult
 from diagnoser.act.policy import FALLBACK, Mode
 from diagnoser.act.runstate import LockedError
 from diagnoser.act.summary import StatusLine, render_summary, summarize
@@ -192,7 +192,7 @@ def _supervise(controller: Controller, err: Console) -> RunResult:
                 return controller.run()
         controller.listener = plain
         return controller.run()
-    except LockedError as exc:
+    except (LockedError, ControllerError) as exc:
         _fail(str(exc))
         raise
     finally:
@@ -228,7 +228,8 @@ def checkpoints_command(
 def approve_command(
     run_dir: Annotated[Path, typer.Argument(help="The run directory of the waiting `diagnoser run`")],
     deny: Annotated[bool, typer.Option("--deny", help="Deny instead of approve")] = False,
-    by: Annotated[str, typer.Option(help="Who decides (for the audit log)")] = "cli",
+    by: Annotated[str | None, typer.Option(help="On whose behalf (a note; the audit log records the real OS user)")
+                  ] = None,
     action: Annotated[Action | None, typer.Option(help="Run this action instead of the proposed one")] = None,
     note: Annotated[str, typer.Option(help="A note for the audit log")] = "",
 ) -> None:
@@ -236,8 +237,15 @@ def approve_command(
     request = run_dir / REQUEST_FILE
     if not request.exists():
         _fail(f"{run_dir}: no approval is pending")
-    pending = json.loads(request.read_text(encoding="utf-8"))
-    respond(run_dir, not deny, by, action, note)
+    try:
+        pending = json.loads(request.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _fail(f"{request}: cannot read the pending request ({getattr(exc, 'strerror', None) or exc})")
+        return
+    try:
+        respond(run_dir, not deny, by, action, note)
+    except NotAnApprover as exc:
+        _fail(str(exc))
     verb = "denied" if deny else "approved"
     typer.echo(f"{verb}: {pending.get('action')} ({pending.get('rule')}: {pending.get('reason')})")
 

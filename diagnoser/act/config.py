@@ -61,6 +61,7 @@ class RunConfig(BaseModel):
     max_raw_bytes: int = Field(default=256 << 20, ge=1024)
     approval_timeout_s: float = Field(default=0.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
+    approvers: tuple[str, ...] = ()  # OS users whose `diagnoser approve` counts (empty: whoever can write the run)
     notify_command: str | None = None  # run with DIAGNOSER_NOTIFY_FILE set on every notification
     slack: bool = False  # post the run to Slack and ask approvals there (the bot config: channel, approvers)
     bot_config: Path | None = None  # the bot's config file (default: DIAGNOSER_BOT_CONFIG)

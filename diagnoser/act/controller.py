@@ -11,8 +11,10 @@ Injectable: executor (where attempts run), clock, approver, triage function, not
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +48,7 @@ from diagnoser.models import Diagnosis
 
 log = logging.getLogger(__name__)
 RECORD_EVERY_S = 5.0
+_ATTEMPT_DIR = re.compile(r"(?:run\d+-)?attempt-\d{3,}")
 
 
 @dataclass
@@ -58,6 +61,10 @@ class Status:
     last_progress_at: datetime | None = None
     failures: dict[str, int] = field(default_factory=dict)  # category -> count
     message: str = ""
+
+
+class ControllerError(RuntimeError):
+    """The controller could not go on (its run directory failed); the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ class Controller(StepsMixin):
         self.clock = clock or SystemClock()
         self.layout = RunLayout(Path(config.run_dir))
         self.approver = approver or FileApprover(self.layout.root, config.approval_timeout_s,
-                                                 config.approval_default == "approve", self.clock)
+                                                 config.approval_default == "approve", self.clock,
+                                                 approvers=config.approvers)
         self.triage_fn = triage_fn or default_triage(config.runbooks)
         self.listener = listener or (lambda status: None)
         self.notifier = notifier or default_notifier(config.notify_command)
@@ -115,20 +123,64 @@ class Controller(StepsMixin):
             self.watch.stop(reason)
 
     def run(self) -> RunResult:
-        with RunLock(self.layout.lock), AuditWriter(self.layout.audit) as audit:
-            self.audit = audit
+        """Supervise until the run finished. Its own files failing (a full disk, an audit path that
+        is not a file) raise `ControllerError` (one line) after every live attempt was stopped
+        cleanly: the controller never leaves a job running unsupervised."""
+        try:
+            with RunLock(self.layout.lock), AuditWriter(self.layout.audit) as audit:
+                self.audit = audit
+                try:
+                    return self._run()
+                finally:
+                    if self._ckpt is not None:
+                        self._ckpt.close()
+                    self.audit = None
+        except OSError as exc:
+            raise ControllerError(self._stop_all(f"{exc.strerror or exc} ({exc.filename or self.layout.root})")
+                                  ) from exc
+
+    def _stop_all(self, why: str) -> str:
+        """Stop every live attempt this controller knows; the one line that says what happened."""
+        stopped = []
+        for n, h in sorted(self.handles.items()):
             try:
-                return self._run()
-            finally:
-                if self._ckpt is not None:
-                    self._ckpt.close()
-                self.audit = None
+                if h.alive():
+                    self.executor.stop(h, self.config.kill_grace_s, self.clock)
+                    stopped.append(f"attempt {n} (pid {h.pid})")
+            except Exception as exc:  # noqa: BLE001 - keep stopping the others
+                stopped.append(f"attempt {n}: stop failed ({exc})")
+        done = f"stopped {', '.join(stopped)} cleanly" if stopped else "no attempt was running"
+        return f"cannot write the run directory: {why}; {done}"
+
+    def _reconcile(self) -> None:
+        """Attempts alive on this host that the audit log does not show as running (a damaged or
+        edited audit log, a controller that died between steps) are stopped cleanly, never left
+        running unsupervised and never doubled by a new attempt."""
+        a = self.state.last
+        running = self._attempt_dir(a.n) if (a is not None and a.failure is None and a.finished is None
+                                             and self.state.finished is None) else None
+        for d in sorted(self.layout.root.glob("*attempt-*")):
+            if not _ATTEMPT_DIR.fullmatch(d.name) or not d.is_dir() or (
+                    running is not None and d.resolve() == running.resolve()):
+                continue
+            try:
+                record = json.loads(self.layout.launcher_record(d).read_text())
+                h = self.executor.attach(record["handle"]) if record.get("handle") else None
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                h = None
+            if h is None:
+                h, _ = self.executor.rediscover(d)
+            if h is not None and h.alive():
+                self.executor.stop(h, self.config.kill_grace_s, self.clock)
+                self._say(f"{d.name} was still running although the audit log does not show it running: "
+                          f"stopped it cleanly (pid {h.pid})")
 
     # ------------------------------------------------------------------------------ the loop
     def _run(self) -> RunResult:
         events = read_audit(self.layout.audit) if self.layout.audit.exists() else []
         state = load_state(events)
         self.state = state
+        self._reconcile()
         if state.started is None or state.finished is not None:
             job_id = self.config.job_id or self.layout.root.resolve().name
             per_node = nproc(self.command)
@@ -192,14 +244,27 @@ class Controller(StepsMixin):
     def _handle(self, a: AttemptState) -> Handle | None:
         if a.n in self.handles:
             return self.handles[a.n]
+        d = self._attempt_dir(a.n)
         try:
-            record = json.loads(self.layout.launcher_record(self._attempt_dir(a.n)).read_text())
-        except (OSError, ValueError):
-            return None
-        h = self.executor.attach(record.get("handle", {}))
+            record = json.loads(self.layout.launcher_record(d).read_text())
+            h = self.executor.attach(record["handle"]) if isinstance(record, dict) and record.get("handle") else None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            h = None
+        if h is None:  # missing or damaged record: find the attempt by what it runs, never lose it
+            h, found = self.executor.rediscover(d)
+            if h is not None:
+                self._say(f"attempt {a.n}: {self.layout.launcher_record(d).name} unusable; re-attached to "
+                          f"pid {found.get('pid')} found by its exit file")
+                with contextlib.suppress(OSError):
+                    write_json(self.layout.launcher_record(d), {"attempt": a.n, "handle": found, "recovered": True})
         if h is not None:
             self.handles[a.n] = h
         return h
+
+    def _say(self, line: str) -> None:
+        """One line for the person running the controller (status line and log)."""
+        log.warning("diagnoser: %s", line)
+        self._set(self.status.phase, line)
 
     def _supervise(self, a: AttemptState) -> None:
         d = self._attempt_dir(a.n)

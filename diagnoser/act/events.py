@@ -132,6 +132,7 @@ class ActionStarted(_Event):
     type: Literal["action_started"] = "action_started"
     action: Action
     detail: str = ""
+    delay_s: float | None = Field(default=None, ge=0)  # a backoff waited from `time` before acting
 
 
 class ActionFinished(_Event):

@@ -30,6 +30,7 @@ import psutil
 from diagnoser.act import launchers as ln
 from diagnoser.act.clock import Clock, SystemClock
 from diagnoser.act.launchers import flag_value
+from diagnoser.act.procid import Identity, descendant_ok, find_wrapper, leader_mismatch, signal_group
 
 __all__ = ["AttemptSpec", "Executor", "Handle", "LocalExecutor", "LocalHandle", "Placement", "flag_value"]
 WRAPPER = Path(__file__).with_name("wrap.py")
@@ -111,6 +112,11 @@ class Executor(ABC):
     def nodes(self) -> list[str]:
         """The nodes the job runs on."""
 
+    def job_nodes(self) -> list[str]:
+        """Every name under which a node of this job may appear in its logs (culprits are kept only
+        when they are one of these)."""
+        return self.nodes()
+
     @abstractmethod
     def start(self, spec: AttemptSpec) -> Handle:
         """Launch an attempt."""
@@ -118,6 +124,10 @@ class Executor(ABC):
     @abstractmethod
     def attach(self, record: dict) -> Handle | None:
         """Re-attach to an attempt started by an earlier controller (None if it cannot)."""
+
+    def rediscover(self, attempt_dir: Path) -> tuple[Handle | None, dict]:
+        """Find a live attempt whose `launcher.json` is missing or damaged: (handle, its record)."""
+        return None, {}
 
     def stop(self, handle: Handle, grace_s: float, clock: Clock | None = None) -> int | None:
         """SIGTERM every process, SIGKILL what is left after `grace_s`; return the exit code."""
@@ -178,10 +188,13 @@ class Executor(ABC):
 class LocalHandle(Handle):
     """An attempt on this host: the wrapper process, its process group and all descendants."""
 
-    def __init__(self, pid: int, create_time: float, exit_file: Path, popen: subprocess.Popen | None = None) -> None:
+    def __init__(self, pid: int, create_time: float, exit_file: Path, popen: subprocess.Popen | None = None,
+                 sid: int | None = None) -> None:
         self.pid = pid
         self.pgid = pid
         self.create_time = create_time
+        self.identity = Identity(pid, create_time, sid)
+        self.refused = ""  # why the last signal did not go to the process group
         self.exit_file = exit_file
         self._popen = popen
         self._known: dict[int, float] = {}  # descendant pid -> create time
@@ -190,13 +203,16 @@ class LocalHandle(Handle):
         self._ended = False
 
     def _proc(self, pid: int, create_time: float) -> psutil.Process | None:
-        try:
-            p = psutil.Process(pid)
-            if abs(p.create_time() - create_time) > 0.01 or p.status() == psutil.STATUS_ZOMBIE:
+        """The live process recorded as (pid, create_time): the leader only if its whole identity
+        (create time, session) still matches; a descendant only if created after the leader."""
+        if pid == self.pid:
+            if leader_mismatch(self.identity) is not None:
                 return None
-            return p
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return None
+            try:
+                return psutil.Process(pid)
+            except psutil.Error:
+                return None
+        return descendant_ok(pid, create_time, self.identity)
 
     def refresh(self) -> None:
         """Learn new descendants (workers may live in their own sessions)."""
@@ -267,11 +283,8 @@ class LocalHandle(Handle):
     def signal(self, sig: int) -> int:
         self.refresh()
         sent = 0
-        try:
-            os.killpg(self.pgid, sig)
-            sent += 1
-        except (ProcessLookupError, PermissionError):
-            pass
+        ok, self.refused = signal_group(self.identity, sig)  # never a group whose leader is not ours
+        sent += ok
         for pid, ct in list(self._known.items()):
             p = self._proc(pid, ct)
             if p is None:
@@ -289,8 +302,8 @@ class LocalHandle(Handle):
         return n + sum(1 for pid, ct in self._known.items() if self._proc(pid, ct) is not None)
 
     def record(self) -> dict:
-        return {"pid": self.pid, "create_time": self.create_time, "exit_file": str(self.exit_file),
-                "descendants": {str(k): v for k, v in self._known.items()}}
+        return {"pid": self.pid, "create_time": self.create_time, "sid": self.identity.sid,
+                "exit_file": str(self.exit_file), "descendants": {str(k): v for k, v in self._known.items()}}
 
     def known_pids(self) -> set[int]:
         return {self.pid, *self._known}
@@ -323,6 +336,9 @@ class LocalExecutor(Executor):
     def nodes(self) -> list[str]:
         return [self.host]
 
+    def job_nodes(self) -> list[str]:
+        return list(dict.fromkeys([self.host, self.host.split(".")[0], "localhost", "127.0.0.1"]))
+
     def prepare(self, command: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         """Per-rank line prefixes for the recognised launcher (see `launchers`), unless `tee` is off."""
         if not self.tee:
@@ -341,19 +357,31 @@ class LocalExecutor(Executor):
             popen = subprocess.Popen([sys.executable, str(WRAPPER), str(exit_file), "--", *spec.command],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                      cwd=spec.cwd, start_new_session=True)
-        try:
-            create_time = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            create_time = 0.0
-        return LocalHandle(popen.pid, create_time, exit_file, popen)
+        ident = Identity.of(popen.pid) or Identity(popen.pid, 0.0, popen.pid)
+        return LocalHandle(popen.pid, ident.create_time, exit_file, popen, ident.sid)
 
     def attach(self, record: dict) -> Handle | None:
+        """A handle on a recorded attempt; None when the record cannot name a process of ours
+        (malformed, or pid <= 1). A leader whose identity no longer matches is never signalled."""
         try:
-            h = LocalHandle(int(record["pid"]), float(record["create_time"]), Path(record["exit_file"]))
-        except (KeyError, TypeError, ValueError):
+            pid, create_time = int(record["pid"]), float(record["create_time"])
+            sid = int(record["sid"]) if record.get("sid") is not None else pid  # started as a session leader
+            h = LocalHandle(pid, create_time, Path(record["exit_file"]), sid=sid)
+            known = {int(k): float(v) for k, v in (record.get("descendants") or {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
-        h._known.update({int(k): float(v) for k, v in record.get("descendants", {}).items()})
+        if pid <= 1:
+            return None
+        h._known.update({k: v for k, v in known.items() if k > 1})
         return h
+
+    def rediscover(self, attempt_dir: Path) -> tuple[Handle | None, dict]:
+        ident = find_wrapper(str(WRAPPER), attempt_dir / "exit.json")
+        if ident is None:
+            return None, {}
+        record = {"pid": ident.pid, "create_time": ident.create_time, "sid": ident.sid,
+                  "exit_file": str(attempt_dir / "exit.json"), "descendants": {}}
+        return self.attach(record), record
 
     def exclude(self, command: tuple[str, ...], env: dict[str, str], nodes: tuple[str, ...],
                 ranks: tuple[int, ...]) -> Placement:

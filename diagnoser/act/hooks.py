@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from diagnoser.act.approval import write_json
+from diagnoser.classify.redact import scrub
 from diagnoser.models import Diagnosis
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def default_notifier(command: str | None) -> Callable[[Path, dict], None]:
     """Write `notification.json` in the run directory; run `command` with DIAGNOSER_NOTIFY_FILE."""
     def notify(run_dir: Path, payload: dict) -> None:
         path = run_dir / "notification.json"
-        write_json(path, payload)
+        write_json(path, scrub(payload))
         if command:
             try:
                 subprocess.run(command, shell=True, timeout=30, check=False, stdin=subprocess.DEVNULL,

@@ -17,7 +17,10 @@ Rules, first match decides (`Decision.rule` names it):
                       notify (a human is told; the job keeps going).
  3. `user_code`       a confident user-code verdict: stop_and_notify (re-running a KeyError burns
                       GPU-hours). A user-code rollback (NaN loss, corrupt checkpoint) goes on.
- 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node -> plain restart + notify.
+ 4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node of this job ->
+                      plain restart + notify. Culprit names are expanded as hostlists and only the job's
+                      own nodes (`JobHistory.nodes`) are kept (`act.targets`): a name in a log that is
+                      not a node of this job is never acted on.
  5. `crash_loop`      the same signature (category, subtype, culprit) N times in a row -> give up (escalate:
                       stop and notify), whatever the category.
  6. `node_cap`        excluding/draining would take more than K distinct nodes per window -> plain restart +
@@ -49,6 +52,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from diagnoser.act.targets import job_targets
 from diagnoser.models import Action, Category, Diagnosis
 
 RESTARTS = frozenset({Action.RESTART, Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART,
@@ -122,6 +126,7 @@ class JobHistory:
     job_id: str = "job"
     failures: tuple[PastFailure, ...] = ()
     excluded: tuple[tuple[datetime, str], ...] = ()  # (when, node) excluded or drained
+    nodes: tuple[str, ...] | None = None  # the job's own nodes (None: unknown; culprits not filtered)
 
     def restarts_since(self, since: datetime, category: Category | None = None) -> int:
         return sum(1 for f in self.failures if f.time >= since and f.action in RESTARTS
@@ -219,11 +224,16 @@ def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: dateti
     elif user_code and proposed is not Action.ROLLBACK_AND_RESTART:
         return Decision(Action.STOP_AND_NOTIFY, "user_code",
                         f"a restart cannot fix this failure in the job itself: {what}", proposed, notify=True)
-    elif proposed in NODE_ACTIONS and not verdict.culprit.nodes:
-        first = _uncertain("no_culprit", f"{proposed.value} but the evidence names no culprit node: {what}", verdict)
+    elif proposed in NODE_ACTIONS and not (targets := job_targets(verdict.culprit.nodes, history.nodes)).nodes:
+        why = (f"the culprit {targets.describe_outside()} is not a node of this job" if targets.outside
+               else "the evidence names no culprit node")
+        first = _uncertain("no_culprit", f"{proposed.value} but {why}: {what}", verdict)
     else:
-        first = Decision(proposed, "verdict", what, proposed,
-                         nodes=tuple(verdict.culprit.nodes) if proposed in NODE_ACTIONS else ())
+        targets = job_targets(verdict.culprit.nodes, history.nodes)
+        outside = f"; not acting on {targets.describe_outside()} (not nodes of this job)" \
+            if proposed in NODE_ACTIONS and targets.outside else ""
+        first = Decision(proposed, "verdict", what + outside, proposed,
+                         nodes=tuple(targets.nodes) if proposed in NODE_ACTIONS else ())
     action = first.on_approve if first.action is Action.ESCALATE else first.action
     assert action is not None
     key = signature(verdict.category, verdict.subtype, verdict.culprit.nodes, verdict.culprit.ranks)

@@ -204,8 +204,10 @@ def read_ranks(diagnosis_path: Path) -> tuple[int, ...]:
         return ()
 
 
-def job_history(state: RunState, layout: RunLayout, job_id: str) -> JobHistory:
-    """The policy's view of the run: decided failures and executed node exclusions."""
+def job_history(state: RunState, layout: RunLayout, job_id: str, nodes: list[str] | tuple[str, ...] = ()
+                ) -> JobHistory:
+    """The policy's view of the run: decided failures, executed node exclusions, and the job's own
+    nodes (`nodes`, plus what the audit log recorded): culprits outside them are never acted on."""
     failures = []
     excluded: list[tuple[datetime, str]] = []
     for a in state.attempts:
@@ -217,4 +219,7 @@ def job_history(state: RunState, layout: RunLayout, job_id: str) -> JobHistory:
                                     a.decision.action))
         if a.decision.action in NODE_ACTIONS and _acted(a):
             excluded += [(a.decision.time, n) for n in a.decision.nodes]
-    return JobHistory(job_id=job_id, failures=tuple(failures), excluded=tuple(excluded))
+    own = dict.fromkeys(nodes)
+    if state.last is not None:  # the failed attempt's own allocation
+        own.update(dict.fromkeys(state.last.started.nodes))
+    return JobHistory(job_id=job_id, failures=tuple(failures), excluded=tuple(excluded), nodes=tuple(own))

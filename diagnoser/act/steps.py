@@ -28,6 +28,8 @@ from diagnoser.act.events import (
 from diagnoser.act.executors import AttemptSpec, Placement
 from diagnoser.act.policy import NODE_ACTIONS, RESTARTS, Decision, Mode, decide
 from diagnoser.act.runstate import AttemptState, job_history
+from diagnoser.act.targets import check_targets, job_targets
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.models import Action, Culprit, Diagnosis
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ GIVE_UP_RULES = ("budget", "max_restarts", "crash_loop")
 @dataclass
 class Pending:
     """What a decision needs to run, beyond the DecisionMade event (lost on a controller restart:
-    then the backoff is not waited again and the placement is recomputed)."""
+    then the placement is recomputed; the backoff's rest is taken from action_started)."""
 
     decision: Decision
     placement: Placement | None = None
@@ -70,6 +72,7 @@ class StepsMixin:
             note = _last_watchdog_line(logs)
             if note is not None:
                 verdict = att.hang_verdict(verdict, note, self.policy.min_confidence)
+        verdict = redact_diagnosis(verdict)  # whatever triage_fn produced: no secret reaches the run dir
         self.layout.diagnosis(d).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
         self.verdicts[a.n] = verdict
         self._fail_count(verdict.category.value)
@@ -123,7 +126,7 @@ class StepsMixin:
     # --------------------------------------------------------------------------------- decide
     def _decide(self: Controller, a: AttemptState) -> None:
         verdict = self._verdict(a)
-        history = job_history(self.state, self.layout, self.job_id)
+        history = job_history(self.state, self.layout, self.job_id, self.executor.job_nodes())
         decision = decide(history, verdict, self.policy, self.clock.now())
         decision, placement = self._feasible(decision, verdict)
         final, reason, approved_by = decision.action, decision.reason, "policy"
@@ -140,7 +143,7 @@ class StepsMixin:
                 assert wanted is not None
                 final, approved_by, reason = wanted, resp.by, f"{reason}; approved by {resp.by}"
                 if final in NODE_ACTIONS and (placement is None or final is not decision.action):
-                    decision = replace(decision, nodes=tuple(verdict.culprit.nodes))
+                    decision = replace(decision, nodes=job_targets(verdict.culprit.nodes, history.nodes).nodes)
                     checked, placement = self._feasible(replace(decision, action=final), verdict)
                     if checked.action is not final:
                         final, reason = checked.action, f"{reason}; but {checked.reason}"
@@ -199,10 +202,16 @@ class StepsMixin:
 
     def _restart(self: Controller, a: AttemptState, dec: DecisionMade, pending: Pending | None) -> None:
         action = dec.action
-        delay = pending.decision.delay_s if pending and a.action_started is None else 0.0
-        detail = f"backoff {delay:.1f} s" if delay else ""
-        if a.action_started is None:  # else: resumed after a controller restart mid-action
-            self._emit(ActionStarted(time=self.clock.now(), action=action, detail=detail))
+        if a.action_started is None:
+            delay = pending.decision.delay_s if pending else 0.0
+            detail = f"backoff {delay:.1f} s" if delay else ""
+            self._emit(ActionStarted(time=self.clock.now(), action=action, detail=detail, delay_s=delay or None))
+        else:  # resumed after a controller restart mid-action: wait what is left of the backoff
+            started = a.action_started
+            elapsed = (self.clock.now() - started.time).total_seconds()
+            delay = max(0.0, min(started.delay_s or 0.0, (started.delay_s or 0.0) - elapsed))
+            if delay:
+                self._say(f"resuming the backoff: {delay:.0f} s of {started.delay_s:.0f} s left")
         if delay:
             self._set("backoff", f"retry in {delay:.0f} s")
             deadline = self.clock.monotonic() + delay
@@ -213,6 +222,15 @@ class StepsMixin:
                 self._finish("stopped", self.stop_reason)
                 return
         notes = []
+        if action in NODE_ACTIONS:  # the decision may come from a damaged audit log: check it again
+            own = job_history(self.state, self.layout, self.job_id, self.executor.job_nodes()).nodes
+            refused = check_targets(dec.nodes, own, self.policy.max_excluded_nodes,
+                                    "drain" if action is Action.DRAIN_AND_RESTART else "exclude")
+            if refused:
+                self._emit(ActionFinished(time=self.clock.now(), action=action, ok=False, detail=refused))
+                self._notify(a, action, refused)
+                self._finish("stopped", refused)
+                return
         if action is Action.DRAIN_AND_RESTART:
             ok, why = self.executor.drain(tuple(dec.nodes), dec.reason)
             notes.append(why)
@@ -290,11 +308,15 @@ class StepsMixin:
         """An attempt launched by a controller that died before logging it: stop it first."""
         try:
             record = json.loads(self.layout.launcher_record(d).read_text())
-        except (OSError, ValueError):
-            return
-        handle = self.executor.attach(record.get("handle") or {}) if record.get("handle") else None
+            handle = self.executor.attach(record["handle"]) if record.get("handle") else None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            handle = None
+        if handle is None:  # no usable record: find it by what it runs
+            handle, _ = self.executor.rediscover(d)
         if handle is not None and handle.alive():
             self.executor.stop(handle, self.config.kill_grace_s, self.clock)
+            self._say(f"{d.name}: an attempt started by an earlier controller but never logged was running: "
+                      f"stopped it cleanly (pid {handle.pid})")
 
     def _restore_launch(self: Controller) -> None:
         for a in reversed(self.state.attempts):

@@ -42,11 +42,14 @@ def resolve_target(arg: str, cfg: BotConfig) -> tuple[str, list[str]]:
         raise TargetError(USAGE)
     roots = cfg.readable_roots()
     if cfg.runs_root is not None and "/" not in arg and arg not in (".", ".."):
-        run = Path(cfg.runs_root).expanduser().resolve() / arg
-        if run.is_dir():
-            attempts = sorted((p for p in run.glob("*attempt-*") if (p / "logs").is_dir()),
-                              key=lambda p: p.stat().st_mtime)
+        runs = Path(cfg.runs_root).expanduser().resolve()
+        run = (runs / arg).resolve()  # a symlink named like a job may point anywhere: resolve, then check
+        if run.is_dir() and run != runs and run.is_relative_to(runs):
+            attempts = sorted((p for p in run.glob("*attempt-*") if (p / "logs").is_dir()
+                               and (p / "logs").resolve().is_relative_to(runs)), key=lambda p: p.stat().st_mtime)
             return arg, [str(attempts[-1] / "logs") if attempts else str(run)]
+        if (runs / arg).is_symlink() and not run.is_relative_to(runs):
+            raise TargetError(f"`{arg}` leads outside the runs root; not read")
     path = Path(arg).expanduser().resolve()
     if not any(path == r or path.is_relative_to(r) for r in roots):
         raise TargetError(f"`{arg}` is not a known job id and not below an allowed log root")
@@ -69,11 +72,14 @@ class BotApp:
 _TRIAGE_LOCK = threading.Lock()  # the triage keeps per-process state: one call at a time
 
 
-def _default_triage(paths: list[str]) -> Diagnosis:
-    from diagnoser.triage import triage
+def _confined_triage(roots: tuple[Path, ...]) -> TriageFn:
+    """The triage the bot runs: it reads nothing outside `roots`, symlinks included."""
+    def run(paths: list[str]) -> Diagnosis:
+        from diagnoser.triage import triage
 
-    with _TRIAGE_LOCK:
-        return triage(paths)
+        with _TRIAGE_LOCK:
+            return triage(paths, within=roots)
+    return run
 
 
 def build_app(cfg: BotConfig, client: WebClient | None = None, triage_fn: TriageFn | None = None,
@@ -89,7 +95,7 @@ def build_app(cfg: BotConfig, client: WebClient | None = None, triage_fn: Triage
                request_verification_enabled=True)
     bot = BotApp(bolt, cfg, SlackPoster(client, outgoing), VerdictCache(cfg.data_dir),
                  FeedbackSink(cfg.data_dir, cfg.store, cfg.feedback))
-    run_triage = triage_fn or _default_triage
+    run_triage = triage_fn or _confined_triage(cfg.readable_roots())
     approvers = set(cfg.approvers)
 
     @bolt.command("/diagnose")

@@ -24,7 +24,7 @@ from diagnoser.act.approval import (
     ApprovalRequest,
     ApprovalResponse,
     Approver,
-    respond,
+    respond_as,
     wait_for_response,
     write_json,
 )
@@ -126,5 +126,5 @@ def answer(run_dir: Path, request_id: str, approved: bool, by: str, note: str = 
     except OSError as exc:
         log.warning("cannot answer the approval in %s: %s", run_dir, exc)
         return False
-    respond(run_dir, approved, by, note=note)
+    respond_as(run_dir, approved, by, note=note)
     return True

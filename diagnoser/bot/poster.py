@@ -14,20 +14,11 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from diagnoser.bot.security import RateLimiter
-from diagnoser.classify.redact import redact
+from diagnoser.classify.redact import redact, scrub
 
 log = logging.getLogger(__name__)
 
 
-def scrub(value: Any) -> Any:
-    """`value` with every string in it (nested dicts and lists: Block Kit) redacted."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub(v) for v in value]
-    return value
 
 
 class SlackPoster:

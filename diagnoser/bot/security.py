@@ -2,7 +2,8 @@
 
 Slack signs every request: `X-Slack-Signature: v0=hex(HMAC_SHA256(signing_secret,
 "v0:{X-Slack-Request-Timestamp}:{raw body}"))`. A request older than `max_skew_s` (5 minutes) is
-a replay even with a valid signature.
+a replay even with a valid signature; within the window, `ReplayGuard` accepts each signed request
+once (an identical request sent again is a replay too).
 """
 
 from __future__ import annotations
@@ -47,6 +48,31 @@ def verify(secret: str, timestamp: str | None, signature: str | None, body: byte
     if not hmac.compare_digest(sign(secret, timestamp, body), signature):
         return Check(False, "bad signature")
     return Check(True)
+
+
+class ReplayGuard:
+    """Remembers the signatures accepted within the freshness window; a second use is a replay.
+    Bounded: entries older than the window are dropped, and at most `max_entries` are kept."""
+
+    def __init__(self, window_s: float = 300.0, max_entries: int = 100_000) -> None:
+        self.window_s, self.max_entries = window_s, max_entries
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def first_use(self, signature: str, timestamp: str, now: float | None = None) -> bool:
+        """True the first time this (timestamp, signature) is seen within the window."""
+        now = time.time() if now is None else now
+        key = f"{timestamp}:{signature}"
+        with self._lock:
+            if len(self._seen) >= self.max_entries or len(self._seen) % 1024 == 0:
+                cutoff = now - 2 * self.window_s
+                self._seen = {k: t for k, t in self._seen.items() if t >= cutoff}
+            if key in self._seen:
+                return False
+            if len(self._seen) >= self.max_entries:  # flooded with fresh valid requests: refuse, never forget
+                return False
+            self._seen[key] = now
+            return True
 
 
 class RateLimiter:

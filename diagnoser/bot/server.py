@@ -18,7 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from diagnoser.bot.app import BotApp
-from diagnoser.bot.security import verify
+from diagnoser.bot.security import Check, ReplayGuard, verify
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
@@ -32,6 +32,7 @@ class SignatureGate:
                  now: Callable[[], float] = time.time) -> None:
         self.app, self.secret, self.max_skew_s, self.now = app, secret, max_skew_s, now
         self.rejected = 0
+        self.replays = ReplayGuard(max_skew_s)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":
@@ -45,6 +46,9 @@ class SignatureGate:
         body = environ["wsgi.input"].read(length) if length else b""
         check = verify(self.secret, environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP"),
                        environ.get("HTTP_X_SLACK_SIGNATURE"), body, self.now(), self.max_skew_s)
+        if check.ok and not self.replays.first_use(environ.get("HTTP_X_SLACK_SIGNATURE", ""),
+                                                   environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""), self.now()):
+            check = Check(False, "replayed request (this signed request was already handled)")
         if not check.ok:
             self.rejected += 1
             log.warning("rejected request from %s: %s", environ.get("REMOTE_ADDR"), check.reason)

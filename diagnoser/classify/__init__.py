@@ -11,7 +11,22 @@ model, by strength of evidence), cache (answers, methods), stage (the pipeline),
 (`diagnoser rules propose`).
 """
 
-from diagnoser.classify.config import LLMConfig, load_config
-from diagnoser.classify.stage import llm_stage, review, runbook_texts
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnoser.classify.config import LLMConfig, load_config
+    from diagnoser.classify.stage import llm_stage, review, runbook_texts
 
 __all__ = ["LLMConfig", "llm_stage", "load_config", "review", "runbook_texts"]
+_LAZY = {"LLMConfig": "config", "load_config": "config", "llm_stage": "stage", "review": "stage",
+         "runbook_texts": "stage"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the LLM stage on first use: `classify.redact` (used by every command) stays cheap."""
+    if name in _LAZY:
+        return getattr(import_module(f"diagnoser.classify.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,13 @@
-"""Keep secrets on this machine: redact text before it is sent, refuse remote endpoints on request.
+"""Keep secrets on this machine: redact text before it is shown, stored or sent; refuse remote
+endpoints on request.
 
 Training logs leak credentials all the time: an `env` dump at start-up, a W&B or HF login, a
-presigned S3 URL, a `curl -H "Authorization: Bearer ..."` in a launcher script. Everything that
-goes to an LLM endpoint passes through `redact` first; `check_endpoint` enforces `--no-remote`.
+presigned S3 URL, a `curl -H "Authorization: Bearer ..."` in a launcher script, a `mysql -pPASS`
+in a data-loading script, a `.netrc` printed by a debugging session. This module is the one
+redaction diagnoser uses: `redact` (text), `scrub` (any JSON value) and `redact_diagnosis` (a
+verdict) run before anything is printed (`triage`, `--json`), written (`diagnosis.json`,
+`notification.json`), stored (incident signatures) or sent (LLM prompts, Slack).
+`check_endpoint` enforces `--no-remote`.
 """
 
 from __future__ import annotations
@@ -10,7 +15,11 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from diagnoser.models import Diagnosis
 
 MASK = "[REDACTED]"
 
@@ -26,15 +35,28 @@ _RULES: list[tuple[tuple[str, ...] | None, re.Pattern[str], str]] = [
      re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"), MASK),  # AWS access key ids
     (("gh", "github_pat_"), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),
     (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), MASK),  # GitLab
-    (("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), MASK),  # Slack
+    (("xox", "xapp"), re.compile(r"\b(?:xox[abposre]|xapp)(?:\.xox[a-z])?-[A-Za-z0-9\-]{10,}"), MASK),  # Slack
     (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), MASK),  # Google API keys
     (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), MASK),  # JWT
     # Authorization headers and bearer tokens
     (("authorization",), re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:\"|')?(?:bearer|basic|token)?\s*"
                                     r"[^\s\"',;]+"), r"\1" + MASK),
     (("bearer",), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"), r"\1" + MASK),
-    # user:password@host in URLs (redis://, postgres://, https://user:pw@...)
-    (("://",), re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://[^\s:/@]*:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    # user:password@host in URLs (redis://, postgres://, https://user:pw@...); the password may hold
+    # '/' and '@' (up to the last '@' of the URL: a host never contains one)
+    (("://",), re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://[^\s:/@\"'<>]*:)[^\s\"'<>]+@(?=[^\s@/\"'<>]+)"),
+     r"\1" + MASK + "@"),
+    # mysql -pPASS (the password glued to -p; -P is the port)
+    (("mysql", "mariadb"), re.compile(r"(\b(?i:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb"
+                                      r"(?:-dump|-admin)?)\b[^\n|;&]*?\s-p)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+     r"\1" + MASK),
+    # .netrc: `machine H login U password VALUE`, or `password VALUE` on a line of its own
+    (("password",), re.compile(r"(?i)(\b(?:login|account)\s+\S+\s+password\s+)(?!\[REDACTED)\S+"), r"\1" + MASK),
+    (("password",), re.compile(r"(?im)^(\s*password\s+)(?!\[REDACTED)\S+\s*$"), r"\1" + MASK),
+    # quoted passwords may contain spaces: password="a b c", PASSWORD: 'x y'
+    (("secret", "passw", "pwd"),
+     re.compile(r"(?i)((?:secret|passw(?:or)?d|passwd|pwd)[A-Z0-9_.\-]{0,40}[\"']?\s*[=:]\s*)"
+                r"(?:\"[^\"\n]*\"|'[^'\n]*')"), r'\1"' + MASK + '"'),
     # presigned URL signatures and tokens in query strings
     (("=",), re.compile(r"(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|sig|signature|token|"
                         r"access_token|api_key|apikey|key|password)=)[^&\s\"']+"), r"\1" + MASK),
@@ -52,7 +74,8 @@ _RULES: list[tuple[tuple[str, ...] | None, re.Pattern[str], str]] = [
                 r"[^\s\"',;}]{8,}"), r"\1" + MASK),
     # --password VALUE / --token VALUE on a command line
     (("--password", "--passwd", "--token", "--api", "--secret", "-password", "-token"),
-     re.compile(r"(?i)(--?(?:password|passwd|token|api-key|api_key|secret)[= ]\s*)[^\s\"']+"), r"\1" + MASK),
+     re.compile(r"(?i)(--?(?:password|passwd|token|api-key|api_key|secret)[= ]\s*)(?!\[REDACTED)"
+                r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"), r"\1" + MASK),
 ]
 
 # Long opaque blobs with upper, lower and digits (key material, base64 secrets); hex hashes and
@@ -79,6 +102,26 @@ def redact(text: str) -> str:
         if triggers is None or any(t in lower for t in triggers):
             text = pattern.sub(replacement, text)
     return _BLOB.sub(_blob, text)
+
+
+def scrub(value: Any) -> Any:
+    """`value` with every string in it redacted (dicts, lists and tuples walked; keys kept)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(v) for v in value]
+    return value
+
+
+def redact_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
+    """The verdict with every text in it (evidence, root cause, notes, warnings ...) redacted."""
+    from diagnoser.models import Diagnosis
+
+    data = diagnosis.model_dump(mode="json", by_alias=True)
+    clean = scrub(data)
+    return diagnosis if clean == data else Diagnosis.model_validate(clean)
 
 
 class RemoteRefused(ValueError):

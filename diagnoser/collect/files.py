@@ -1,14 +1,18 @@
 """Which inputs to read: files, directory trees of per-rank logs, or `-` for stdin.
 
-A bad input never stops triage: a missing, unreadable, binary or looping path becomes a warning and
-the rest is triaged. Only when nothing at all can be read is the input unusable.
+A bad input never stops triage: a missing, unreadable, binary or looping path, or a truncated or
+corrupt .gz, becomes a warning (what was read before the damage is kept) and the rest is triaged.
+Only when nothing at all can be read is the input unusable. Stdin is sniffed like a file (gzip is
+decompressed, binary refused); a closed stdin is a one-line error.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -18,6 +22,7 @@ from diagnoser.collect.paths import PathInfo, path_info
 
 STDIN = "-"
 _SNIFF_BYTES = 8192
+_STEP = 64 * 1024  # read size inside a compressed stream (see DamagedInput.read)
 _CONTROL_BYTES = bytes([*range(0, 9), *range(14, 27), *range(28, 32)])  # not tab/LF/CR/FF/ESC
 _SKIP_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",
                   ".npz", ".pkl", ".so", ".whl", ".zip", ".tar", ".zst", ".xz", ".bz2", ".pyc"}
@@ -44,8 +49,20 @@ def _relative_name(root: Path, path: Path, root_is_dir: bool) -> str:
     return str(path.relative_to(root))
 
 
-def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
-    """Files below `root`, following directory symlinks once (loops are reported, not followed)."""
+def _inside(path: Path, within: tuple[Path, ...] | None) -> bool:
+    """Whether `path` (symlinks resolved) lies below one of `within` (None: anywhere)."""
+    if within is None:
+        return True
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(real == r or real.is_relative_to(r) for r in within)
+
+
+def _walk(root: Path, warnings: list[tuple[str, str]], within: tuple[Path, ...] | None = None) -> Iterator[Path]:
+    """Files below `root`, following directory symlinks once (loops are reported, not followed);
+    with `within`, a symlink that leads outside those roots is reported and not followed."""
     seen_dirs: set[tuple[int, int]] = set()
     stack = [root]
     while stack:
@@ -69,6 +86,9 @@ def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
+            if within is not None and entry.is_symlink() and not _inside(Path(entry.path), within):
+                warnings.append((entry.path, "symlink leads outside the allowed roots, skipped"))
+                continue
             try:
                 if entry.is_dir():
                     subdirs.append(Path(entry.path))
@@ -83,8 +103,10 @@ def _walk(root: Path, warnings: list[tuple[str, str]]) -> Iterator[Path]:
         stack.extend(reversed(subdirs))
 
 
-def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]]:
-    """Resolve the user's inputs into readable sources and (path, problem) warnings."""
+def list_sources(inputs: list[str], within: tuple[Path, ...] | None = None
+                 ) -> tuple[list[Source], list[tuple[str, str]]]:
+    """Resolve the user's inputs into readable sources and (path, problem) warnings. `within`: read
+    nothing whose real path is outside these roots (the chat bot's allowed roots)."""
     sources: list[Source] = []
     warnings: list[tuple[str, str]] = []
     seen_files: set[tuple[int, int]] = set()
@@ -96,8 +118,11 @@ def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]
         if not root.exists():
             warnings.append((raw, "no such file or directory"))
             continue
+        if not _inside(root, within):
+            warnings.append((raw, "outside the allowed roots, skipped"))
+            continue
         is_dir = root.is_dir()
-        paths = _walk(root, warnings) if is_dir else iter([root])
+        paths = _walk(root, warnings, within) if is_dir else iter([root])
         for path in paths:
             if path.suffix.lower() in _SKIP_SUFFIXES:
                 continue
@@ -119,13 +144,100 @@ def list_sources(inputs: list[str]) -> tuple[list[Source], list[tuple[str, str]]
 
 
 def looks_binary(head: bytes) -> bool:
-    """A file is binary when a large share of its first bytes are not text (logs with a few NULs
-    from a crash are still text)."""
+    """A file is binary when a large share of its first bytes are not text. NUL bytes are left out
+    of the count: a block of them is what a crash (sparse tail) or copytruncate leaves in a log
+    whose rest is text."""
+    head = head.replace(b"\0", b"")
     if not head:
         return False
     text = head.decode("utf-8", errors="replace")
     control = len(head) - len(head.translate(None, _CONTROL_BYTES))
     return (text.count("\ufffd") + control) / len(text) > 0.3
+
+
+class DamagedInput(io.RawIOBase):
+    """A stream that ends, instead of raising, where its data is damaged (a truncated or corrupt
+    gzip member); `error` says what happened and `offset` how many bytes were read before it."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.error: str | None = None
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def _guard(self, read, arg: int) -> bytes:
+        if self.error is not None:
+            return b""
+        try:
+            data = read(arg)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            self.error = f"damaged compressed data after {self.offset} bytes ({exc}); what came before is used"
+            return b""
+        self.offset += len(data)
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        """Read in small steps: a damaged member loses at most the step it was found in."""
+        parts: list[bytes] = []
+        want = size if size is not None and size >= 0 else 1 << 62
+        while want > 0:
+            data = self._guard(self.inner.read, min(want, _STEP))
+            if not data:
+                break
+            parts.append(data)
+            want -= len(data)
+        return b"".join(parts)
+
+    def readline(self, size: int = -1) -> bytes:  # type: ignore[override]
+        return self._guard(self.inner.readline, size)
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - RawIOBase protocol
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def _sniff_stdin(stdin: BinaryIO) -> BinaryIO:
+    """Stdin sniffed like a file: gzip decompressed, binary refused (ValueError), closed -> ValueError."""
+    try:
+        head = stdin.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stdin, "peek") else b""
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"stdin cannot be read ({exc})") from None
+    stream: BinaryIO = stdin
+    if head[:2] == b"\x1f\x8b":
+        stream = DamagedInput(gzip.GzipFile(fileobj=stdin, mode="rb"))  # type: ignore[assignment]
+        head = stream.read(_SNIFF_BYTES)
+        stream = io.BufferedReader(_Prefixed(head, stream))  # type: ignore[assignment]
+    if looks_binary(head):
+        raise ValueError("binary data on stdin (not a text log)")
+    return stream
+
+
+class _Prefixed(io.RawIOBase):
+    """`head` (already read) followed by the rest of `rest`."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head, self.rest = head, rest
+        self.error = getattr(rest, "error", None)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - RawIOBase protocol
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.rest.read(len(buffer))
+        self.error = getattr(self.rest, "error", None)
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def open_source(source: Source, stdin: BinaryIO | None = None) -> BinaryIO:
@@ -134,17 +246,24 @@ def open_source(source: Source, stdin: BinaryIO | None = None) -> BinaryIO:
     Raises OSError for unreadable files and ValueError for binary ones.
     """
     if source.path is None:
-        if stdin is None:
-            raise ValueError("stdin is not available")
-        return stdin
+        if stdin is None or stdin.closed:
+            raise ValueError("stdin is closed: give log files, or pipe a log into -")
+        return _sniff_stdin(stdin)
     handle: BinaryIO = open(source.path, "rb")  # noqa: SIM115 - returned to the caller
     try:
         magic = handle.read(2)
         handle.seek(0)
         if magic == b"\x1f\x8b":
             handle.close()
-            handle = gzip.open(source.path, "rb")  # type: ignore[assignment]  # noqa: SIM115
+            handle = DamagedInput(gzip.open(source.path, "rb"))  # type: ignore[assignment]  # noqa: SIM115
+            head = handle.read(_SNIFF_BYTES)
+            if looks_binary(head):
+                raise ValueError("binary file (not a text log), skipped")
+            handle.close()
+            return DamagedInput(gzip.open(source.path, "rb"))  # type: ignore[return-value]  # noqa: SIM115
         head = handle.read(_SNIFF_BYTES)
+        if head and not head.strip(b"\0"):  # a leading NUL block: decide on the text after it
+            head = handle.read(1 << 20).lstrip(b"\0")[:_SNIFF_BYTES]
         if looks_binary(head):
             raise ValueError("binary file (not a text log), skipped")
         handle.seek(0)

@@ -105,7 +105,7 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
             return result
     year = datetime.fromtimestamp(source.mtime or time.time(), tz=UTC).year
     try:
-        stream = open_source(source, stdin=sys.stdin.buffer if source.path is None else None)
+        stream = open_source(source, stdin=getattr(sys.stdin, "buffer", None) if source.path is None else None)
     except (OSError, ValueError) as exc:
         result.warning = getattr(exc, "strerror", None) or str(exc)
         return result
@@ -115,8 +115,11 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
         result.warning = f"read error after some bytes: {exc.strerror or exc}"
         return result
     finally:
+        damaged = getattr(stream, "error", None) or getattr(getattr(stream, "raw", None), "error", None)
         if source.path is not None:
             stream.close()
+    if damaged:
+        result.warning = damaged  # the source still counts: its evidence before the damage is kept
     result.matches, result.topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
     table = _Worker.table
     for pattern, count in scan.counts.items():

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from diagnoser.classify.redact import redact
 from diagnoser.models import Action, Category, Culprit, Diagnosis, SimilarIncident
 from diagnoser.retrieve.signature import fingerprint, signature_text
 
@@ -74,6 +75,12 @@ class Incident(BaseModel):
     count: int = Field(default=1, ge=1)
     origin: str = ""  # "<store uuid>/<id>" where it was first recorded; keeps imports idempotent
     merged_from: list[str] = Field(default_factory=list)  # origins of imported duplicates folded in
+
+    @field_validator("signature", "root_cause", "resolution")
+    @classmethod
+    def _redacted(cls, value: str | None) -> str | None:
+        """The store keeps (and `incidents export` shares) no secret: redacted on every way in."""
+        return redact(value) if value else value
 
     @field_validator("first_seen", "last_seen")
     @classmethod

@@ -13,6 +13,7 @@ import hashlib
 import re
 from functools import lru_cache
 
+from diagnoser.classify.redact import redact
 from diagnoser.retrieve.mask import mask_line
 
 MAX_LINES = 40
@@ -64,7 +65,7 @@ def signature_lines(text: str, max_lines: int = MAX_LINES) -> list[str]:
     pick = salient or raw
     if len(pick) > MAX_SCAN:
         pick = pick[: MAX_SCAN // 2] + pick[-(MAX_SCAN // 2):]
-    keep = list(dict.fromkeys(_WS.sub(" ", mask_line(ln)).strip()[:MAX_LINE_CHARS] for ln in pick))
+    keep = list(dict.fromkeys(_WS.sub(" ", mask_line(redact(ln))).strip()[:MAX_LINE_CHARS] for ln in pick))
     if len(keep) > max_lines:  # the first failure and the final exception both matter
         half = max_lines // 2
         keep = keep[:half] + keep[-(max_lines - half):]

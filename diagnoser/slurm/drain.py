@@ -11,13 +11,23 @@ else keeps that reason (it is out of service either way). Resume refuses nodes d
 else unless forced, and does nothing for a node already in service.
 
 Every drain and resume is appended to an operations log (JSON lines, `slurm-ops/v1`).
+
+The cap holds under concurrency: a rack failure ends several jobs at once, and their hooks and
+controllers drain at the same moment. Every drain takes an exclusive lock on one file that they all
+share (`$DIAGNOSER_DRAIN_LOCK`, else `drain.lock` beside the operations log), reads the nodes'
+state again under it, counts, drains, and only then releases it. Node names are expanded as
+hostlists before they are counted (`gpu-[001-100]` is 100 nodes).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -74,11 +84,49 @@ class DrainGuard:
 
     max_nodes: int = 2
     window_s: float = 3600.0
+    lock: Path | None = None  # shared by every hook and controller (None: see `drain_lock_path`)
+    lock_timeout_s: float = 60.0
 
     def recent(self, nodes: list[NodeRecord], now: datetime | None = None) -> list[NodeRecord]:
         cutoff = (now or datetime.now(UTC)) - timedelta(seconds=self.window_s)
         return [n for n in nodes if n.drained and n.reason.startswith(REASON_PREFIX)
                 and (n.reason_time is None or n.reason_time >= cutoff)]
+
+
+def drain_lock_path(ops_log: Path | None) -> Path:
+    """$DIAGNOSER_DRAIN_LOCK, else `drain.lock` beside the operations log (or the default one)."""
+    env = os.environ.get("DIAGNOSER_DRAIN_LOCK")
+    if env:
+        return Path(env)
+    return (ops_log or default_ops_log()).with_name("drain.lock")
+
+
+class DrainLockBusy(RuntimeError):
+    """Another drain held the shared lock for longer than the timeout."""
+
+
+@contextmanager
+def drain_lock(path: Path, timeout_s: float) -> Iterator[None]:
+    """An exclusive fcntl lock on `path`, waited for at most `timeout_s` (released by the kernel
+    if the holder dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DrainLockBusy(f"drain lock {path} busy for {timeout_s:g} s") from None
+                time.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -91,9 +139,27 @@ class DrainResult:
 
 def drain_nodes(cli: SlurmCLI, nodes: tuple[str, ...] | list[str], reason: str, guard: DrainGuard,
                 ops_log: Path | None = None, now: datetime | None = None) -> DrainResult:
-    """Drain `nodes` with `reason` unless that breaks the cap (then none is drained)."""
+    """Drain `nodes` (hostlists expanded) with `reason` unless that breaks the cap (then none is
+    drained). Serialised with every other drain through the shared lock; the count is read under it."""
+    from diagnoser.act.targets import expand_nodes
+
+    nodes = expand_nodes(nodes)
     if not nodes:
         return DrainResult(False, "no node to drain")
+    if len(nodes) > guard.max_nodes:  # before asking anyone: the cap alone refuses it
+        detail = f"drain cap: draining {len(nodes)} node(s) would exceed {guard.max_nodes}"
+        log_op(ops_log, "drain", ",".join(nodes[:5]), False, detail, reason=reason)
+        return DrainResult(False, detail)
+    lock = guard.lock or drain_lock_path(ops_log)
+    try:
+        with drain_lock(lock, guard.lock_timeout_s):
+            return _drain_locked(cli, nodes, reason, guard, ops_log, now)
+    except (DrainLockBusy, OSError) as exc:
+        return DrainResult(False, f"not drained: {exc}")
+
+
+def _drain_locked(cli: SlurmCLI, nodes: list[str], reason: str, guard: DrainGuard, ops_log: Path | None,
+                  now: datetime | None) -> DrainResult:
     try:
         everyone = cli.show_nodes()
     except SlurmError as exc:

@@ -47,6 +47,8 @@ from diagnoser.act.events import (
 )
 from diagnoser.act.policy import NODE_ACTIONS, RESTARTS, Policy, decide
 from diagnoser.act.runstate import LockedError, RunLayout, RunLock, fold, job_history, load_state
+from diagnoser.act.targets import check_targets, expand_nodes
+from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.models import Action, Diagnosis
 from diagnoser.slurm.collect import CollectOptions, collect_job
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
@@ -150,11 +152,11 @@ def _handle(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, layout: RunLayout, a
     emit(FailureDetected(time=ended, attempt=n, how=FailureHow.EXIT, exit_code=rec.status))
     emit(AttemptFinished(time=ended, attempt=n, exit_code=rec.status, status="failed"))
     t0 = time.monotonic()
-    verdict = _diagnose(cli, rec, cfg, layout.logs(adir), triage_fn, offset)
+    verdict = redact_diagnosis(_diagnose(cli, rec, cfg, layout.logs(adir), triage_fn, offset))
     took = round(time.monotonic() - t0, 3)
     layout.diagnosis(adir).write_text(json.dumps(verdict.to_json_dict(), indent=1), encoding="utf-8")
     emit(DiagnosisMade.of(verdict, datetime.now(UTC), n, took))
-    d = decide(job_history(state, layout, rec.job_id), verdict, cfg.policy, datetime.now(UTC))
+    d = decide(job_history(state, layout, rec.job_id, rec.nodes), verdict, cfg.policy, datetime.now(UTC))
     action, reason = d.action, d.reason
     if d.needs_approval and d.execute and d.on_approve is not None:  # `action` is what runs without a yes
         reason = f"{reason}; {d.on_approve.value} needs approval, which a hook cannot wait for"
@@ -213,6 +215,12 @@ def _diagnose(cli: SlurmCLI, rec: JobRecord, cfg: HookConfig, logs: Path, triage
 def _requeue(cli: SlurmCLI, rec: JobRecord, action: Action, nodes: list[str], delay_s: float,
              verdict: Diagnosis, attempt: int, cfg: HookConfig) -> tuple[bool, str]:
     notes = []
+    if nodes:  # exclusions are checked like drains: nodes of this run only, counted expanded
+        refused = check_targets(nodes, rec.nodes, cfg.policy.max_excluded_nodes,
+                                "drain" if action is Action.DRAIN_AND_RESTART else "exclude")
+        if refused:
+            return False, refused
+        nodes = expand_nodes(nodes)
     try:
         if action is Action.DRAIN_AND_RESTART:
             res = drain_nodes(cli, nodes, drain_reason(verdict.subtype, f"job{rec.job_id}-a{attempt}"), cfg.guard,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import product
+from itertools import islice, product
 
 # job states after which nothing runs any more (the job may still be requeued)
 ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
@@ -71,7 +71,7 @@ def _expand_one(expr: str) -> list[str]:
             choices.append(values)
         elif part:
             choices.append([part])
-    return ["".join(p) for p in product(*choices)] if choices else []
+    return ["".join(p) for p in islice(product(*choices), 100_000)] if choices else []  # bounded
 
 
 def expand_hostlist(expr: str | None) -> list[str]:
@@ -89,9 +89,11 @@ def expand_hostlist(expr: str | None) -> list[str]:
         cur += ch
     items.append(cur)
     out: list[str] = []
+    seen: set[str] = set()
     for item in items:
         for host in _expand_one(item.strip()):
-            if host not in out:
+            if host not in seen:
+                seen.add(host)
                 out.append(host)
     return out
 
