@@ -125,7 +125,7 @@ def test_outside_signal_and_diagnosers_own_kill(tmp_path: Path) -> None:
 def test_unreadable_sources_are_said_not_guessed() -> None:
     text = "\n".join(ev.evidence_lines(facts(kernel_log_read=False, oom_before=None, oom_after=None,
                                              launcher_code=None, last_step=None)))
-    assert "kernel log not readable" in text and "memory cgroup counters not readable" in text
+    assert "kernel log not read (" in text and "memory cgroup counters not readable" in text
     assert "status unknown" in text and "last progress: none" in text
 
 

@@ -205,7 +205,7 @@ def evidence_lines(f: ExitFacts) -> list[str]:
             " (the launcher's teardown)" if f.first is not None and signal_of(r.code) in TEARDOWN else "")
         out.append(f"diagnoser: {_who(r)} exitcode {r.code}: {describe_code(r.code)}{tag}")
     oom_pids = sorted(set(f.kernel_oom_pids) & f.pids) if f.pids else sorted(set(f.kernel_oom_pids))
-    kernel = ("kernel log not readable" if not f.kernel_log_read else
+    kernel = ("kernel log not read (dmesg not permitted, or collection off)" if not f.kernel_log_read else
               f"the kernel OOM killer killed pid(s) {oom_pids} of the job" if oom_pids else
               "no OOM kill of the job's processes in the kernel log")
     cgroup_fired = bool(f.oom_before and f.oom_after and f.oom_after.count > f.oom_before.count)
