@@ -87,6 +87,18 @@ def test_sigkill_of_a_rank_restarts_from_the_checkpoint(tmp_path: Path) -> None:
 
 
 @has_torch
+def test_transient_nccl_system_error_is_restarted_by_default(tmp_path: Path) -> None:
+    summary, events = diagnoser_run(tmp_path, {"FAULT_NCCL": "0:5"})
+    assert summary["status"] == "succeeded"
+    assert_progress(tmp_path)
+    (diag,) = of(events, "diagnosis")
+    assert diag.category.value == "infra" and diag.subtype.startswith("nccl_")
+    (decision,) = of(events, "decision")
+    assert decision.action.value in ("restart", "retry_after_backoff") and decision.approved_by == "policy"
+    assert len(of(events, "attempt_started")) == 2
+
+
+@has_torch
 def test_user_code_exception_stops_without_restart(tmp_path: Path) -> None:
     summary, events = diagnoser_run(tmp_path, {"FAULT_EXCEPTION": "1:4"})
     assert summary["status"] == "stopped"

@@ -125,7 +125,7 @@ def test_outside_signal_and_diagnosers_own_kill(tmp_path: Path) -> None:
 def test_unreadable_sources_are_said_not_guessed() -> None:
     text = "\n".join(ev.evidence_lines(facts(kernel_log_read=False, oom_before=None, oom_after=None,
                                              launcher_code=None, last_step=None)))
-    assert "kernel log not readable" in text and "memory cgroup counters not readable" in text
+    assert "kernel log not read (" in text and "memory cgroup counters not readable" in text
     assert "status unknown" in text and "last progress: none" in text
 
 
@@ -172,3 +172,24 @@ def test_wrapper_records_signals_the_group_received(tmp_path: Path) -> None:
     assert [name for name, _ in got][:2] == ["SIGUSR1", "SIGTERM"]
     assert before <= got[0][1] <= got[1][1]
     assert h.pid in h.known_pids()
+
+
+def test_kernel_lines_about_other_processes_on_the_host_are_left_out(tmp_path: Path) -> None:
+    dmesg = tmp_path / "dmesg"
+    dmesg.mkdir()
+    log = dmesg / "n1.log"
+    log.write_text(
+        "2026-03-04T05:06:01,0+00:00 python[4242]: segfault at 4 ip 00007fe2 sp 00007fe2 error 6 in libpython3.11.so\n"
+        "2026-03-04T05:06:02,0+00:00 python[1848]: segfault at 0 ip 00007fe2 sp 00007fe2 error 4 in libtorch_cpu.so\n"
+        "2026-03-04T05:06:03,0+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.\n"
+        "2026-03-04T05:06:04,0+00:00 java invoked oom-killer: gfp_mask=0x140cca, order=0, oom_score_adj=0\n"
+        "2026-03-04T05:06:04,0+00:00 Out of memory: Killed process 5151 (java) total-vm:1kB, anon-rss:1kB\n")
+    assert ev.scope_kernel_logs(dmesg, {812, 1847, 1848}) == 3
+    kept = log.read_text()
+    assert "python[1848]: segfault" in kept and "Xid" in kept  # the job's own process; a host-wide GPU event
+    assert "4242]: segfault" not in kept and "oom-killer" not in kept and "5151" not in kept
+    text = "\n".join(ev.evidence_lines(facts(kernel_lines_left_out=3)))
+    assert "3 line(s) about other processes on this host left out" in text
+    # an OOM kill of one of the job's processes stays, with its whole report
+    log.write_text("x invoked oom-killer: gfp_mask=0x0\nOut of memory: Killed process 1848 (python3) total-vm:1kB\n")
+    assert ev.scope_kernel_logs(dmesg, {1848}) == 0

@@ -135,6 +135,11 @@ class Controller(StepsMixin):
                     if self._ckpt is not None:
                         self._ckpt.close()
                     self.audit = None
+                    # a daemon thread still inside native code when the interpreter exits aborts the
+                    # process ("FATAL: exception not rethrown"): let the triage warm-up finish first
+                    warm = getattr(self.triage_fn, "warm_up", None)
+                    if warm is not None:
+                        warm.join(timeout=120)
         except OSError as exc:
             raise ControllerError(self._stop_all(f"{exc.strerror or exc} ({exc.filename or self.layout.root})")
                                   ) from exc

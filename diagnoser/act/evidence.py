@@ -37,6 +37,10 @@ _TABLE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s
 _ROOT = re.compile(r"Root Cause \(first observed failure\):(?:[^\n]*\n){1,4}?\s*rank\s*:\s*(\d+)")
 _DEEPSPEED = re.compile(r"Process (\d+) exits with return code = (-?\d+)")
 _KERNEL_OOM = re.compile(r"(?:Killed process|reaped process) (\d+)\b|oom-kill:[^\n]*\bpid=(\d+)")
+# kernel lines about one process: they concern the job only when the pid is one of its processes
+_PROCESS_LINE = re.compile(r"\S+\[(\d+)\]: segfault at|traps: \S+\[(\d+)\]|INFO: task \S+:(\d+) blocked for")
+_OOM_LINE = re.compile(r"invoked oom-killer|oom-kill:|Out of memory: Kill|Memory cgroup out of memory|oom_reaper:|"
+                       r"Killed process \d+")
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class ExitFacts:
     pids: set[int] = field(default_factory=set)  # every process of the attempt seen
     kernel_oom_pids: list[int] = field(default_factory=list)
     kernel_log_read: bool = False
+    kernel_lines_left_out: int = 0  # about other processes on this host
     oom_before: OomCounter | None = None
     oom_after: OomCounter | None = None
     outside_signals: list[tuple[str, datetime]] = field(default_factory=list)
@@ -171,6 +176,33 @@ def kernel_oom_pids(dmesg_dir: Path) -> tuple[bool, list[int]]:
     return bool(files), pids
 
 
+def scope_kernel_logs(dmesg_dir: Path, pids: set[int]) -> int:
+    """Leave out kernel lines about other processes on this host (a segfault, a hung task, an OOM kill
+    of a pid that is not the job's): on a shared host they are not this job's evidence. Host-wide
+    lines (GPU, NIC, memory errors) stay. Returns how many lines were left out."""
+    if not pids or not dmesg_dir.is_dir():
+        return 0
+    dropped = 0
+    for f in sorted(dmesg_dir.glob("*.log")):
+        try:
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        killed = {int(m.group(1) or m.group(2)) for m in _KERNEL_OOM.finditer("\n".join(lines))}
+        foreign_oom = bool(killed) and not killed & pids
+        keep = []
+        for line in lines:
+            m = _PROCESS_LINE.search(line)
+            pid = next((int(g) for g in m.groups() if g), None) if m else None
+            if (pid is not None and pid not in pids) or (foreign_oom and _OOM_LINE.search(line)):
+                dropped += 1
+                continue
+            keep.append(line)
+        if len(keep) != len(lines):
+            f.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
+    return dropped
+
+
 def read_error_file(path: Path) -> dict | None:
     """torchrun's error file (`@record` / TORCHELASTIC_ERROR_FILE): {"message": {...}} or {"message": "..."}."""
     try:
@@ -205,7 +237,7 @@ def evidence_lines(f: ExitFacts) -> list[str]:
             " (the launcher's teardown)" if f.first is not None and signal_of(r.code) in TEARDOWN else "")
         out.append(f"diagnoser: {_who(r)} exitcode {r.code}: {describe_code(r.code)}{tag}")
     oom_pids = sorted(set(f.kernel_oom_pids) & f.pids) if f.pids else sorted(set(f.kernel_oom_pids))
-    kernel = ("kernel log not readable" if not f.kernel_log_read else
+    kernel = ("kernel log not read (dmesg not permitted, or collection off)" if not f.kernel_log_read else
               f"the kernel OOM killer killed pid(s) {oom_pids} of the job" if oom_pids else
               "no OOM kill of the job's processes in the kernel log")
     cgroup_fired = bool(f.oom_before and f.oom_after and f.oom_after.count > f.oom_before.count)
@@ -216,6 +248,9 @@ def evidence_lines(f: ExitFacts) -> list[str]:
     else:
         cgroup = f"memory cgroup {f.oom_after.path} oom_kill {f.oom_before.count} -> {f.oom_after.count}"
     out.append(f"diagnoser: OOM: {kernel}; {cgroup}")
+    if f.kernel_lines_left_out:
+        out.append(f"diagnoser: kernel log: {f.kernel_lines_left_out} line(s) about other processes on this host "
+                   "left out")
     if f.outside_signals:
         sigs = ", ".join(f"{name} at {_stamp(t)}" for name, t in f.outside_signals)
         out.append(f"diagnoser: signals: the job's process group received {sigs} from outside diagnoser "

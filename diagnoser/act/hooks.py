@@ -38,7 +38,9 @@ def default_triage(runbooks: Path | None) -> TriageFn:
             with contextlib.suppress(Exception):  # the real triage reports problems later
                 run([str(probe)])
 
-    threading.Thread(target=warm, name="triage-warm-up", daemon=True).start()
+    thread = threading.Thread(target=warm, name="triage-warm-up", daemon=True)
+    thread.start()
+    run.warm_up = thread  # type: ignore[attr-defined]  # joined before exit (see Controller.run)
     return run
 
 

@@ -90,6 +90,8 @@ class StepsMixin:
         now_count = ev.read_oom_kill(Path(before.path)) if before else None
         after = ev.OomCounter(before.path, now_count) if before and now_count is not None else None
         ranks, first = ev.launcher_failures(_tail(self.layout.console(d)) or _tail(logs / "launcher.log"))
+        pids = handle.known_pids() if handle else set()
+        left_out = ev.scope_kernel_logs(logs / "dmesg", pids)
         kernel_read, kernel_pids = ev.kernel_oom_pids(logs / "dmesg")
         failed_at = a.failure.time.timestamp()
         outside = [(name, datetime.fromtimestamp(t, UTC)) for name, t in
@@ -98,8 +100,8 @@ class StepsMixin:
         code = a.failure.exit_code if exited else (a.finished.exit_code if a.finished else None)
         facts = ev.ExitFacts(
             at=a.failure.time, started=a.started.time, launcher_pid=handle.pid if handle else None,
-            launcher_code=code, ranks=ranks, first=first, pids=handle.known_pids() if handle else set(),
-            kernel_oom_pids=kernel_pids, kernel_log_read=kernel_read or kernel_note.startswith("dmesg:"),
+            launcher_code=code, ranks=ranks, first=first, pids=pids, kernel_oom_pids=kernel_pids,
+            kernel_log_read=kernel_read or kernel_note.startswith("dmesg:"), kernel_lines_left_out=left_out,
             oom_before=before, oom_after=after, outside_signals=outside,
             sent_by_diagnoser=None if exited else f"SIGTERM (then SIGKILL after {self.config.kill_grace_s:g} s) "
             f"after the {a.failure.how.value} was detected",
