@@ -87,7 +87,7 @@ def triage_command(
     books = {b.id: b for b in load_runbooks(runbooks)}
     # the on-call text: the runbook the verdict points at (a catalog entry may point at one too)
     book = next((b for b in books.values() if b.catalog is None and diagnosis.runbook and b.path == diagnosis.runbook),
-                None)
+                None) or books.get(diagnosis.rule or "")  # else the catalog entry that decided
     render(diagnosis, book, Console())
 
 

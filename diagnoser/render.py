@@ -86,6 +86,9 @@ def render(d: Diagnosis, runbook: Runbook | None, console: Console) -> None:
             from rich.markdown import Markdown  # markdown-it costs ~0.08 s to import; only this needs it
 
             console.print(Panel(Markdown(steps), title=f"runbook: {runbook.path}", border_style="dim"))
+        elif runbook.catalog and runbook.body:  # a vendor catalog entry: its documented meaning and source
+            console.print(Panel(plain(runbook.body), title=f"catalog: {runbook.catalog} ({runbook.id})",
+                                border_style="dim"))
     s = d.stats
     console.print(Text(f"{s.files} files, {s.bytes / 1e6:.1f} MB, {s.lines} lines, {s.matches} signature "
                        f"hits in {s.seconds:.2f} s", style="dim"))

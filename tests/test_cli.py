@@ -167,3 +167,12 @@ def test_feature_commands_load_only_when_asked_for():
         assert f" {name} " in listed, name
     assert runner.invoke(app, ["whatif", "--help"]).exit_code == 0
     assert runner.invoke(app, ["no-such-command"]).exit_code == 2
+
+
+def test_a_verdict_from_a_vendor_catalog_shows_its_documented_meaning_and_source(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text("[rank0]: RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx("
+                   " handle, opa, opb, m, n, k)`\n")
+    result = runner.invoke(app, ["triage", str(log)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "catalog: catalog/cuda-errors.yaml" in result.output and "docs.nvidia.com" in result.output
