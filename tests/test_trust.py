@@ -73,3 +73,12 @@ def test_plausible_span_drops_future_and_outlying_times() -> None:
         bulk[0], bulk[-1])
     assert plausible_span([datetime(1999, 1, 1, tzinfo=UTC), t0], now) == (t0, t0)
     assert plausible_span([datetime(2099, 1, 1, tzinfo=UTC)], now) == (None, None)
+
+
+def test_an_xid_in_a_batch_jobs_own_output_file_is_not_evidence(tmp_path: Path) -> None:
+    """slurm-<job>.out is what the job printed (collected by the Slurm executor when the console
+    missed it): a kernel line there was printed by the job, whatever its prefix."""
+    (tmp_path / "slurm-4242.out").write_text(f"step 1\n[Tue Mar  4 05:00:04 2026] {XID}\n"
+                                             "KeyError: 'learning_rate'\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.category.value == "user_code" and any("printed by the job itself" in n for n in d.notes)

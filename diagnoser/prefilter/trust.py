@@ -25,8 +25,10 @@ from diagnoser.models import Category, LogRecord, SignatureMatch
 KERNEL_ONLY = re.compile(
     r"\bNVRM: |\bkernel: |\bmlx5_core\b|\bmlx5_ib\b|\bpcieport\b|\bEDAC\b|\bmce: |\[Hardware Error\]|\bAER: "
     r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*")
-TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler", "scheduler_record", "health"})
+TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler_record", "health"})
 JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
+# a batch job's output file (slurm-<job>.out) is what the job printed; Slurm never copies kernel logs there
+JOB_OUTPUT_KINDS = frozenset({"scheduler"})
 MAX_SPAN = timedelta(days=14)  # times this far from the bulk of the job's logs are not the job's
 FUTURE_SLACK = timedelta(days=1)
 
@@ -34,9 +36,10 @@ FUTURE_SLACK = timedelta(days=1)
 def job_output(rec: LogRecord) -> bool:
     """Did the job itself write this line (a rank's output or the launcher's console)? Judged by the
     file the line is in (a line that merely looks like syslog inside a rank's log is still the rank's)."""
-    if path_info(PurePath(rec.source)).kind in TRUSTED_KINDS:
+    kind = path_info(PurePath(rec.source)).kind
+    if kind in TRUSTED_KINDS:
         return False
-    return rec.rank is not None or PurePath(rec.source).name in JOB_OUTPUT_NAMES
+    return rec.rank is not None or kind in JOB_OUTPUT_KINDS or PurePath(rec.source).name in JOB_OUTPUT_NAMES
 
 
 def printed_by_the_job(m: SignatureMatch, category: Category) -> bool:
