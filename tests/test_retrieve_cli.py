@@ -98,7 +98,8 @@ def test_export_import_through_the_cli(cli, tmp_path):
     assert json.loads(cli("export", str(exported), "--json").stdout) == {"exported": 1, "path": str(exported)}
     lines = cli("export").stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["schema"] == "incident/v1"
-    assert json.loads(cli("import", str(exported), "--json").stdout) == {"added": 0, "merged": 0, "skipped": 1}
+    assert json.loads(cli("import", str(exported), "--json").stdout) == {"added": 0, "merged": 0, "skipped": 1,
+                                                                         "unread": []}
     (tmp_path / "bad.jsonl").write_text("not json\n")
     assert "line 1 is not an incident/v1 record" in cli("import", str(tmp_path / "bad.jsonl"), code=2).output
 

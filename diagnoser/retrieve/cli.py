@@ -7,7 +7,6 @@ add | list | show | search | confirm | correct | export | import. Every command 
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from collections.abc import Iterator
@@ -249,13 +248,19 @@ def register(app: typer.Typer) -> None:
 
         if (source is None) == (not seed):
             _fail("give a JSONL file (or -) or --seed")
-        text = _read(source) if source else ""
+        if source and source != "-" and not Path(source).is_file():
+            _fail(f"{source}: not a readable file")
         with _store(store) as st:
             try:
-                report = st.import_incidents(shipped_seed()) if seed else st.import_jsonl(io.StringIO(text))
+                if seed:
+                    report = st.import_incidents(shipped_seed())
+                else:
+                    report = st.import_jsonl(getattr(sys.stdin, "buffer", sys.stdin) if source == "-" else Path(source))
             except StoreError as exc:
                 _fail(f"{source}: {exc}")
-        data = {"added": report.added, "merged": report.merged, "skipped": report.skipped}
+        for note in report.unread:
+            typer.echo(f"diagnoser: {source}: {note}", err=True)
+        data = {"added": report.added, "merged": report.merged, "skipped": report.skipped, "unread": report.unread}
         if as_json:
             _print_json(data)
         else:

@@ -68,6 +68,7 @@ class ImportReport:
     added: int = 0
     merged: int = 0
     skipped: int = 0
+    unread: list[str] = field(default_factory=list)  # lines left out of an import file, one note each
 
 
 @dataclass

@@ -82,6 +82,15 @@ class Incident(BaseModel):
         """The store keeps (and `incidents export` shares) no secret: redacted on every way in."""
         return redact(value) if value else value
 
+    @field_validator("schema_")
+    @classmethod
+    def _known_schema(cls, value: str) -> str:
+        """A record of another schema version may mean other things by the same fields: refuse it."""
+        if value != INCIDENT_SCHEMA:
+            raise ValueError(f"schema {value!r} is unknown; this diagnoser reads {INCIDENT_SCHEMA} "
+                             f"(export it with the diagnoser version that wrote it)")
+        return value
+
     @field_validator("first_seen", "last_seen")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:

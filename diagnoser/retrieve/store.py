@@ -16,6 +16,7 @@ store raises `StoreError` with the recovery: rebuild from an export (the journal
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -30,6 +31,7 @@ from diagnoser.retrieve.cache import CacheError, SearchCache
 from diagnoser.retrieve.dedup import ImportReport, merge, plan_import
 from diagnoser.retrieve.embed import HashingEmbedder, chroma_function, make_embedder
 from diagnoser.retrieve.incident import Incident, format_id, id_number, utcnow
+from diagnoser.retrieve.lines import MAX_LINE_BYTES, read_lines
 from diagnoser.retrieve.paths import resolve_store_path
 from diagnoser.retrieve.seed import shipped_seed
 from diagnoser.retrieve.signature import signature_text
@@ -39,6 +41,8 @@ STORE_VERSION = 1
 COLLECTION = "incidents"
 LOCK_TIMEOUT = 60.0
 BATCH = 1000
+META_FIELDS = (("store_id", str, None), ("embedder", dict, None), ("collection", str, None),
+               ("next_id", int, 1), ("generation", int, 0))  # key, type, least value
 
 
 class StoreError(RuntimeError):
@@ -49,6 +53,23 @@ def recovery(path: Path) -> str:
     return (f"Recovery: move it aside and rebuild it from an export: `mv {path} {path}.broken && "
             f"diagnoser incidents import {path}.broken/journal.jsonl --store {path}` (journal.jsonl is the "
             f"store's own running export; a file written by `diagnoser incidents export` works as well).")
+
+
+def _acquire(lock: FileLock, path: Path, timeout: float) -> None:
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise StoreError(f"incident store at {path} is locked by another writer for more than "
+                         f"{timeout:.0f}s (lock file {path / '.lock'})") from exc
+    except OSError as exc:
+        raise StoreError(f"incident store at {path} cannot be locked: lock file {path / '.lock'}: "
+                         f"{exc.strerror or exc}") from exc
+
+
+def _check_dir(path: Path) -> None:
+    """A store path that exists must be a directory we can list."""
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"incident store path {path} is not a directory (give --store a directory)")
 
 
 class IncidentStore:
@@ -73,6 +94,7 @@ class IncidentStore:
         `lock_timeout`: how long a write (or a cache rebuild) waits for another writer.
         """
         path = resolve_store_path(path)
+        _check_dir(path)
         if not (path / "store.json").is_file():
             raise StoreError(f"no incident store at {path} (create one with `diagnoser incidents add` or `import`)")
         store = cls(path, cls._read_meta(path), lock_timeout)
@@ -83,12 +105,18 @@ class IncidentStore:
     def create(cls, path: Path | None = None, seed: bool = True) -> IncidentStore:
         """Open the store at `path`, creating it (with the seed memory) if there is none."""
         path = resolve_store_path(path)
+        _check_dir(path)
         if (path / "store.json").is_file():
             return cls.open(path)
-        if path.exists() and any(p.name != ".lock" for p in path.iterdir()):
-            raise StoreError(f"{path} exists and is not an incident store (no store.json); refusing to use it")
-        path.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path / ".lock"), timeout=LOCK_TIMEOUT):
+        try:
+            if path.exists() and any(p.name != ".lock" for p in path.iterdir()):
+                raise StoreError(f"{path} exists and is not an incident store (no store.json); refusing to use it")
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create an incident store at {path}: {exc.strerror or exc}") from exc
+        lock = FileLock(str(path / ".lock"), timeout=LOCK_TIMEOUT)
+        _acquire(lock, path, LOCK_TIMEOUT)
+        try:
             if not (path / "store.json").is_file():  # another process may have won the race
                 meta = {"format": STORE_FORMAT, "version": STORE_VERSION, "store_id": uuid.uuid4().hex,
                         "created": utcnow().isoformat(), "embedder": HashingEmbedder().describe(),
@@ -97,6 +125,8 @@ class IncidentStore:
                 store._connect(create=True)
                 cls._write_meta(path, meta)
                 store.close()
+        finally:
+            lock.release()
         store = cls.open(path)
         if seed and store._meta["generation"] == 0:
             store.import_incidents(shipped_seed())
@@ -108,15 +138,24 @@ class IncidentStore:
             meta = json.loads((path / "store.json").read_text(encoding="utf-8"))
             if not isinstance(meta, dict) or meta.get("format") != STORE_FORMAT:
                 raise ValueError("store.json is not an incident store description")
-            for key in ("store_id", "embedder", "next_id", "generation"):
-                if key not in meta:
-                    raise ValueError(f"store.json lacks {key!r}")
         except (OSError, ValueError) as exc:
             raise StoreError(f"incident store at {path} is damaged: {exc}. {recovery(path)}") from exc
-        if meta.get("version") != STORE_VERSION:
-            raise StoreError(f"incident store at {path} has format version {meta.get('version')!r}; this diagnoser "
+        version = meta.get("version")
+        if type(version) is not int or version != STORE_VERSION:
+            raise StoreError(f"incident store at {path} has format version {version!r}; this diagnoser "
                              f"reads version {STORE_VERSION}. Export it with the diagnoser version that wrote it. "
                              f"{recovery(path)}")
+        try:
+            for key, kind, low in META_FIELDS:
+                if key not in meta:
+                    raise ValueError(f"store.json lacks {key!r}")
+                value = meta[key]
+                if type(value) is not kind or (low is not None and value < low):
+                    wanted = f"an integer >= {low}" if low is not None else f"a {kind.__name__}"
+                    raise ValueError(f"store.json has {key}={value!r}, not {wanted}")
+            make_embedder(meta["embedder"])
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"incident store at {path} is damaged: {exc}. {recovery(path)}") from exc
         return meta
 
     @staticmethod
@@ -261,11 +300,7 @@ class IncidentStore:
     # ------------------------------------------------------------------ writing
     @contextmanager
     def _writing(self, bump: bool = True) -> Iterator[dict[str, Any]]:
-        try:
-            self._lock.acquire()
-        except Timeout as exc:
-            raise StoreError(f"incident store at {self.path} is locked by another writer for more than "
-                             f"{self.lock_timeout:.0f}s (lock file {self.path / '.lock'})") from exc
+        _acquire(self._lock, self.path, self.lock_timeout)
         try:
             self._fresh()
             meta = dict(self._meta)
@@ -383,17 +418,34 @@ class IncidentStore:
             out.writelines(lines)
         return len(lines)
 
-    def import_jsonl(self, source: Path | IO[str]) -> ImportReport:
-        """Import an export or a journal; importing the same file twice changes nothing."""
-        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source.read()
-        incidents = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    incidents.append(Incident.model_validate_json(line))
-                except ValueError as exc:
-                    raise StoreError(f"line {number} is not an incident/v1 record: {str(exc)[:300]}") from exc
-        return self.import_incidents(incidents)
+    def import_jsonl(self, source: Path | IO, max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
+        """Import an export or a journal; importing the same file twice changes nothing.
+
+        Read line by line: a line over `max_line_bytes` is skipped unread, and a last line cut short
+        (a writer that crashed mid-line) is left out; both are listed in the report's `unread`.
+        Any other line that is not an `incident/v1` record refuses the whole file.
+        """
+        if isinstance(source, Path):
+            try:
+                with source.open("rb") as fh:
+                    return self.import_jsonl(fh, max_line_bytes)
+            except OSError as exc:
+                raise StoreError(f"cannot read {source}: {exc.strerror or exc}") from exc
+        incidents, unread = [], []
+        for line in read_lines(source, max_line_bytes):
+            try:
+                if line.text is None:
+                    raise ValueError(line.problem)
+                incidents.append(Incident.model_validate_json(line.text))
+            except ValueError as exc:
+                if not line.whole:
+                    unread.append(f"line {line.number} is cut short (no newline: a writer stopped mid-line), "
+                                  f"left out")
+                elif line.text is None and line.problem.startswith("longer"):
+                    unread.append(f"line {line.number} is {line.problem}")
+                else:
+                    raise StoreError(f"line {line.number} is not an incident/v1 record: {str(exc)[:300]}") from exc
+        return dataclasses.replace(self.import_incidents(incidents), unread=unread)
 
     def import_incidents(self, incidents: Iterable[Incident]) -> ImportReport:
         """Fold incidents into the store (see `dedup.plan_import`); one write for all of them."""
