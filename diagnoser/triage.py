@@ -16,7 +16,7 @@ from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
-from diagnoser.models import DecidedBy, Diagnosis, InputWarning, LogRecord, Role, ScanStats, SignatureMatch
+from diagnoser.models import DecidedBy, Diagnosis, InputWarning, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
@@ -86,20 +86,6 @@ class Analysis:
     demarcation: Demarcation
     scan: ScanResult
     runbooks: dict[str, Runbook]
-
-    def window(self, limit: int = 200) -> list[LogRecord]:
-        """The records worth showing a model: decisive, competing, later, collateral (bounded)."""
-        d = self.demarcation
-        seen: set[tuple[str, int]] = set()
-        out: list[LogRecord] = []
-        for m in [*d.supporting, *d.competing, *d.later, *d.collateral[:20], *d.history[:5]]:
-            key = (m.record.source, m.record.line)
-            if key not in seen:
-                seen.add(key)
-                out.append(m.record)
-        weak = [e.record for s in self.scan.sources for e in s.weak]
-        out += [r for r in weak if (r.source, r.line) not in seen][: max(0, limit - len(out))]
-        return out[:limit]
 
 
 def triage(
