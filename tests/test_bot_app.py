@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("slack_bolt")
 
-from bot_support import SECRET, FakeSlack, action_body, command_body, slack_post, start_bot  # noqa: E402
+from bot_support import SECRET, action_body, command_body, slack_post, start_bot  # noqa: E402
 
 from diagnoser.bot.security import sign  # noqa: E402
 from diagnoser.models import Action, Category, Culprit, Diagnosis, Evidence  # noqa: E402
@@ -19,12 +19,6 @@ from diagnoser.models import Action, Category, Culprit, Diagnosis, Evidence  # n
 OPENAI = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx123456"
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
 
-
-@pytest.fixture
-def fake():
-    f = FakeSlack()
-    yield f
-    f.close()
 
 
 @pytest.fixture

@@ -24,12 +24,6 @@ from diagnoser.models import Action  # noqa: E402
 ALICE, MALLORY = "UALICE", "UMALLORY"
 
 
-@pytest.fixture
-def fake():
-    f = FakeSlack()
-    yield f
-    f.close()
-
 
 @pytest.fixture
 def bot(tmp_path, fake):

@@ -21,12 +21,6 @@ from diagnoser.models import Action, Category, Diagnosis, Evidence  # noqa: E402
 TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
 
 
-@pytest.fixture
-def fake():
-    f = FakeSlack()
-    yield f
-    f.close()
-
 
 def notifier(fake: FakeSlack, **kw) -> SlackNotifier:
     return SlackNotifier(WebClient(token="xoxb-test", base_url=fake.base_url), "COPS", **kw)

@@ -24,12 +24,6 @@ from diagnoser.cli import app  # noqa: E402
 JOB = "import os, sys\nprint('step 1', flush=True)\nsys.exit(1 if os.environ['DIAGNOSER_ATTEMPT'] == '1' else 0)\n"
 
 
-@pytest.fixture
-def fake():
-    f = FakeSlack()
-    yield f
-    f.close()
-
 
 def start(fake: FakeSlack, tmp: Path, *options: str, approvers: tuple[str, ...] = ("U1",)) -> subprocess.Popen:
     (tmp / "job.py").write_text(JOB)

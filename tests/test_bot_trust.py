@@ -11,18 +11,12 @@ import pytest
 
 pytest.importorskip("slack_bolt")
 
-from bot_support import SECRET, FakeSlack, command_body, slack_post, start_bot  # noqa: E402
+from bot_support import SECRET, command_body, slack_post, start_bot  # noqa: E402
 
 from diagnoser.triage import triage  # noqa: E402
 
 OUTSIDE_LINE = "torch.OutOfMemoryError: CUDA out of memory. SECRET-OUTSIDE-MARKER"
 
-
-@pytest.fixture
-def fake():
-    f = FakeSlack()
-    yield f
-    f.close()
 
 
 @pytest.fixture
