@@ -2141,9 +2141,11 @@ def nan_loss() -> Tree:
     tree.expected = expected(
         "Loss spiked (3.87, 41.2, grad norm inf) and became NaN at step 48211; the training loop raised 'Loss is NaN' "
         "on all 32 ranks; last good checkpoint is step 48000",
-        "user_code", "nan_loss", "rollback_and_restart", nodes=[],
+        "user_code", "nan_loss", "stop_and_notify", nodes=[],
         not_subtypes=["python_exception", "launcher_teardown"],
-        notes="torchtitan-style output with ANSI colours; no culprit node or rank (every rank saw the same loss).")
+        notes="torchtitan-style output with ANSI colours; no culprit node or rank (every rank saw the same loss). "
+              "The verdict stops for a human (the recipe diverges again if resumed unchanged); `diagnoser run "
+              "--rollback-on-divergence` rolls back once instead.")
     return tree
 
 

@@ -303,7 +303,7 @@ def test_no_approver_means_no_wait(tmp_path: Path) -> None:
 def test_rollback_picks_an_older_checkpoint_and_tells_the_job(tmp_path: Path) -> None:
     c, ex = make(tmp_path, [Script(steps(1, 7), exit_at=8, code=1, ckpts=[(3, 3), (6, 6)]),
                             Script(steps(4, 8), exit_at=6)],
-                 [verdict(Category.USER_CODE, "nan_loss", A.ROLLBACK_AND_RESTART, 0.8)])
+                 [verdict(Category.USER_CODE, "checkpoint_corrupt", A.ROLLBACK_AND_RESTART, 0.8)])
     assert c.run().status == "succeeded"
     assert events(c, AttemptStarted)[1].resume_step == 3
     env = ex.specs[1].env

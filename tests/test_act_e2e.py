@@ -132,14 +132,14 @@ def test_hung_rank_is_detected_dumped_killed_and_recovered(tmp_path: Path) -> No
 
 
 @has_torch
-def test_nan_loss_rolls_back_to_an_older_checkpoint(tmp_path: Path) -> None:
+def test_nan_loss_rolls_back_to_an_older_checkpoint_when_opted_in(tmp_path: Path) -> None:
     # weights go bad at step 5, the checkpoint of step 6 carries them, the loss is NaN at step 7
-    summary, events = diagnoser_run(tmp_path, {"FAULT_NAN": "5"})
+    summary, events = diagnoser_run(tmp_path, {"FAULT_NAN": "5"}, "--rollback-on-divergence")
     assert summary["status"] == "succeeded"
     runs = assert_progress(tmp_path)
     assert runs[4] == runs[6] == 2 and runs[7] == runs[9] == 1
     (diag,) = of(events, "diagnosis")
-    assert (diag.subtype, diag.action.value) == ("nan_loss", "rollback_and_restart")
+    assert (diag.subtype, diag.action.value) == ("nan_loss", "stop_and_notify")  # the verdict alone stops
     assert of(events, "decision")[0].action.value == "rollback_and_restart"
     assert of(events, "attempt_started")[1].resume_step == 3  # the newest (step 6, bad weights) is skipped
 

@@ -85,6 +85,9 @@ def run_command(
     crash_loop: Annotated[int | None, typer.Option(help="Same failure N times in a row -> give up [3]")] = None,
     max_excluded_nodes: Annotated[int | None, typer.Option(help="Nodes excluded/drained per window [2]")] = None,
     backoff: Annotated[str | None, typer.Option(help="First retry delay for infra failures [10s]")] = None,
+    rollback_on_divergence: Annotated[bool | None, typer.Option(
+        "--rollback-on-divergence/--no-rollback-on-divergence",
+        help="On a NaN/Inf loss roll back to an older checkpoint once instead of stopping [off]")] = None,
     require_approval: Annotated[list[Action] | None, typer.Option(
         help="Actions that need a human (repeatable; escalate = hold uncertain failures) [drain_and_restart]")] = None,
     approval_timeout: Annotated[str | None, typer.Option(envvar="DIAGNOSER_APPROVAL_TIMEOUT",
@@ -107,7 +110,7 @@ def run_command(
     policy = {"mode": mode, "min_confidence": min_confidence, "on_low_confidence": on_low_confidence,
               "max_restarts": max_restarts, "budgets": _budgets(budget), "window_s": _secs(window),
               "crash_loop": crash_loop, "max_excluded_nodes": max_excluded_nodes,
-              "require_approval": require_approval or None}
+              "require_approval": require_approval or None, "rollback_on_divergence": rollback_on_divergence}
     if backoff is not None:
         policy["backoff"] = {"base_s": _secs(backoff)}
     options = {"run_dir": run_dir, "job_id": job_id, "checkpoint_dir": checkpoint_dir, "verify_load": verify_load,

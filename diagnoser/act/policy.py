@@ -16,7 +16,10 @@ Rules, first match decides (`Decision.rule` names it):
  2. `verdict`         the verdict says escalate, or a non-user-code verdict says stop -> plain restart +
                       notify (a human is told; the job keeps going).
  3. `user_code`       a confident user-code verdict: stop_and_notify (re-running a KeyError burns
-                      GPU-hours). A user-code rollback (NaN loss, corrupt checkpoint) goes on.
+                      GPU-hours). A user-code rollback (corrupt checkpoint) goes on.
+    `rollback_on_divergence`  opt-in (`rollback_on_divergence: true`): a NaN/Inf loss verdict rolls back to an
+                      older checkpoint once instead of stopping (the PaLM/OPT practice of resuming before a
+                      loss spike); the same divergence after a rollback stops the job for a human.
  4. `no_culprit`      restart_excluding_nodes / drain_and_restart without a culprit node of this job ->
                       plain restart + notify. Culprit names are expanded as hostlists and only the job's
                       own nodes (`JobHistory.nodes`) are kept (`act.targets`): a name in a log that is
@@ -55,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from diagnoser.act.targets import job_targets
 from diagnoser.models import Action, Category, Diagnosis
 
+DIVERGENCE = frozenset({"nan_loss"})  # subtypes a rollback to an older checkpoint may get past
 RESTARTS = frozenset({Action.RESTART, Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART,
                       Action.RETRY_AFTER_BACKOFF, Action.ROLLBACK_AND_RESTART})
 NODE_ACTIONS = frozenset({Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART})
@@ -94,6 +98,9 @@ class Policy(BaseModel):
     max_excluded_nodes: int = Field(default=2, ge=0)  # distinct nodes excluded/drained per window
     backoff: Backoff = Field(default_factory=Backoff)
     require_approval: frozenset[Action] = frozenset({Action.DRAIN_AND_RESTART})
+    # a NaN/Inf loss is stopped for a human by default (lr, precision, data: restarting unchanged diverges
+    # again); teams that resume before a spike and skip data opt in to one automatic rollback per divergence
+    rollback_on_divergence: bool = False
 
     @field_validator("on_low_confidence")
     @classmethod
@@ -208,6 +215,14 @@ def _uncertain(rule: str, reason: str, verdict: Diagnosis) -> Decision:
                     notify=True)
 
 
+def _rollback_once(history: JobHistory, verdict: Diagnosis, policy: Policy) -> bool:
+    """Opted-in rollback of a divergence, unless this run already rolled back from one."""
+    return (policy.rollback_on_divergence and verdict.subtype in DIVERGENCE
+            and verdict.action in (Action.STOP_AND_NOTIFY, Action.ROLLBACK_AND_RESTART)
+            and not any(f.subtype in DIVERGENCE and f.action is Action.ROLLBACK_AND_RESTART
+                        for f in history.failures))
+
+
 def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: datetime) -> Decision:
     proposed = verdict.action
     what = f"{verdict.category.value}/{verdict.subtype} -> {proposed.value} ({verdict.confidence:.2f})"
@@ -221,7 +236,11 @@ def _choose(history: JobHistory, verdict: Diagnosis, policy: Policy, now: dateti
                             "held for a human (on_low_confidence: escalate)")
     elif proposed is Action.ESCALATE or (proposed is Action.STOP_AND_NOTIFY and not user_code):
         first = _uncertain("verdict", f"the verdict asks for a human: {what}", verdict)
-    elif user_code and proposed is not Action.ROLLBACK_AND_RESTART:
+    elif user_code and _rollback_once(history, verdict, policy):
+        first = Decision(Action.ROLLBACK_AND_RESTART, "rollback_on_divergence",
+                         f"{what}; first divergence of this run: roll back to an older checkpoint "
+                         "(rollback_on_divergence)", proposed, notify=True)
+    elif user_code and (proposed is not Action.ROLLBACK_AND_RESTART or verdict.subtype in DIVERGENCE):
         return Decision(Action.STOP_AND_NOTIFY, "user_code",
                         f"a restart cannot fix this failure in the job itself: {what}", proposed, notify=True)
     elif proposed in NODE_ACTIONS and not (targets := job_targets(verdict.culprit.nodes, history.nodes)).nodes:
