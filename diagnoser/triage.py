@@ -20,6 +20,7 @@ from diagnoser.models import DecidedBy, Diagnosis, InputWarning, Role, ScanStats
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
+from diagnoser.prefilter.recurrence import with_recurring_gpu_fault
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
 from diagnoser.prefilter.trust import plausible_span, split_hints
@@ -135,6 +136,7 @@ def analyse(
     if verdict is None:
         weak = [e for s in readable for e in s.weak]
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
+    verdict = with_recurring_gpu_fault(verdict, evidence, books)
     if hints:
         first = hints[0].record
         verdict = verdict.model_copy(update={"notes": [*verdict.notes, (

@@ -60,6 +60,7 @@ class Entry(BaseModel):
     severity: str | None = None
     scope: str | None = None
     derived_from: list[str] = Field(default_factory=list)  # corpus repositories the entry was written from
+    part_fault_after: int | None = None  # distinct processes on one GPU that make the fault the GPU's
     runbook: str | None = None
     source: str | None = None  # overrides the table's source for this entry
     note: str = ""  # the documented cause / operator action, in the source's words where possible
@@ -127,7 +128,7 @@ def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: di
         subtype=pick("subtype") or _SLUG.sub("_", f"{catalog.id}_{entry.key}".lower()).strip("_"),
         action=pick("action"), role=pick("role", Role.ROOT), severity=pick("severity", "medium"),
         priority=pick("priority"), confidence=pick("confidence"), scope=pick("scope"),
-        derived_from=[r.lower() for r in entry.derived_from],
+        derived_from=[r.lower() for r in entry.derived_from], part_fault_after=entry.part_fault_after,
         signatures=_signatures(catalog, entry),
         extractors=catalog.extractors, summary=summary,
         examples=Examples(match=entry.examples, no_match=entry.no_match),

@@ -58,6 +58,9 @@ class Runbook(BaseModel):
     # corpus repositories whose incidents this rule was written from: bench/corpus_eval.py turns the
     # rule off for their cases, so leave-one-repo-out accuracy stays honest
     derived_from: list[str] = Field(default_factory=list)
+    # a fault the vendor attributes to the program or the part: this many distinct processes hitting it on
+    # one GPU make it the GPU's (prefilter/recurrence.py)
+    part_fault_after: int | None = Field(default=None, ge=2)
 
     @property
     def culprit_scope(self) -> str:
