@@ -64,6 +64,7 @@ def triage_command(
     llm: Annotated[str | None, typer.Option("--llm", help="'none': rules + retrieval only")] = None,
     no_remote: Annotated[bool | None, typer.Option(
         "--no-remote", help="Refuse LLM endpoints that are not on this machine")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also note why the LLM stage did not run")] = False,
 ) -> None:
     """Find the first failure across all ranks and say what it was and what to do."""
     err = Console(stderr=True)
@@ -77,7 +78,7 @@ def triage_command(
             task = bar.add_task("scan", total=total or None)
             analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
                                on_progress=lambda n: bar.advance(task, n))
-        diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote))
+        diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote, verbose))
     except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
         return
@@ -92,14 +93,18 @@ def triage_command(
 
 
 def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, llm: str | None,
-                  no_remote: bool | None) -> Diagnosis:
+                  no_remote: bool | None, verbose: bool = False) -> Diagnosis:
     """The LLM stage reviews the rule verdict when an endpoint is configured (never raises: on any
-    endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError."""
+    endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError.
+    "LLM stage off" is noted only with --verbose: an unconfigured stage is the normal offline case."""
     from diagnoser.classify import load_config
     from diagnoser.classify.stage import review
 
     config = load_config(base_url=base_url, model=model, llm=llm, no_remote=no_remote)
-    return review(analysis, config)
+    diagnosis = review(analysis, config)
+    if config.enabled or verbose:
+        return diagnosis
+    return diagnosis.model_copy(update={"notes": [n for n in diagnosis.notes if n != config.describe()]})
 
 
 @app.command("runbooks")
@@ -131,12 +136,13 @@ def _register_subcommands(target: typer.Typer) -> None:
     from diagnoser.act.cli import register as register_act
     from diagnoser.bot.cli import register as register_bot
     from diagnoser.classify.cli import register as register_classify
+    from diagnoser.config_cli import register as register_config
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.retrieve.cli import register as register_incidents
     from diagnoser.slurm.cli import register as register_slurm
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
-                     register_bot):
+                     register_bot, register_config):
         register(target)
 
 

@@ -4,7 +4,7 @@
 
 `register(app)` adds the commands to the main typer app. Options override the config file
 (`--config`, $DIAGNOSER_CONFIG); each option also reads the env var shown in `--help`.
-Durations accept 90, 90s, 10m, 1.5h.
+Durations accept 90, 90s, 10m, 1.5h, 1h30m and Slurm's 00:10:00, 1-00:00:00.
 """
 
 from __future__ import annotations
