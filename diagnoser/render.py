@@ -72,6 +72,7 @@ def render(d: Diagnosis, runbook: Runbook | None, console: Console) -> None:
         console.print(_evidence(d))
     if d.similar_incidents:
         table = Table("similar incident", "score", "category", "action", box=None, header_style="bold")
+        table.columns[0].overflow = "fold"  # an id is never cut
         for s in d.similar_incidents:
             table.add_row(plain(s.id), f"{s.score:.2f}", s.category.value, s.action.value)
         console.print(table)
