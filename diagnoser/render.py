@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from diagnoser.hostlist import compress_hostlist
 from diagnoser.models import Category, Diagnosis
 from diagnoser.prefilter.runbooks import Runbook
 
@@ -45,7 +46,7 @@ def _culprit(d: Diagnosis) -> Text:
     c = d.culprit
     parts = []
     if c.nodes:
-        parts.append(f"nodes: {', '.join(c.nodes)}")
+        parts.append(f"nodes: {compress_hostlist(c.nodes)}")
     if c.ranks:
         parts.append(f"ranks: {', '.join(map(str, c.ranks))}")
     if c.gpus:

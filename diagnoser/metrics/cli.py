@@ -58,12 +58,18 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_UNUSABLE)
 
 
+PLOTS_HINT = "pip install 'diagnoser[plots]'"
+
+
 def _plot(name: str, *args: object) -> str:
-    """Call diagnoser.metrics.plots.<name>; a clear error when matplotlib is missing."""
-    try:
-        from diagnoser.metrics import plots
-    except ImportError as exc:  # pragma: no cover - matplotlib is a dependency
-        _fail(f"--plot needs matplotlib ({exc})")
+    """Call diagnoser.metrics.plots.<name>; a clear error (exit 2) when matplotlib is not installed: it is the
+    `plots` extra, not a dependency of the core install."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        _fail(f"--plot needs matplotlib, which is not installed: {PLOTS_HINT} (the rest works without it)")
+    from diagnoser.metrics import plots
+
     return str(getattr(plots, name)(*args))
 
 
