@@ -59,6 +59,10 @@ def test_one_file_with_llm_and_run_serves_triage_and_run(tmp_path: Path) -> None
     assert any("LLM stage failed" in n for n in verdict["notes"])  # the [llm] endpoint was tried: nothing listens
     run = build_config(None, env=env)
     assert run.hang_timeout_s == 900 and run.policy.mode.value == "shadow" and run.policy.budgets["infra"] == 1
+    cfg.write_text(ONE_FILE.replace("[run]\n", f'[run]\nrun_dir = "{tmp_path / "from-config"}"\n'))
+    job = _cli(env, "run", "--json", "--", sys.executable, "-c", "print('step 1')")
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert json.loads(job.stdout)["status"] == "succeeded" and (tmp_path / "from-config" / "audit.jsonl").is_file()
     assert load_bot_config(None, env=env).channel == "COPS"
     llm = load_config(env=env)
     assert (llm.base_url, llm.model, llm.timeout) == ("http://127.0.0.1:9/v1", "file-model", 2.0)
