@@ -32,7 +32,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from diagnoser.act.executors import AttemptSpec, Executor, Handle, Placement
-from diagnoser.hostlist import compress_hostlist
 from diagnoser.slurm.collect import MANIFEST, CollectOptions, collect_job
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
 from diagnoser.slurm.drain import DrainGuard, drain_nodes, drain_reason, subtype_from
@@ -305,8 +304,7 @@ def handle_evidence(handle: SlurmHandle, job: JobRecord | None, output_bytes: in
     if output_bytes == 0 and job and job.start_time and job.end_time:
         lasted = (job.end_time - job.start_time).total_seconds()
         if lasted <= SILENT_RUN_S:
-            seen.append(f"diagnoser slurm handle: run of job {handle.job_id} on "
-                        f"{compress_hostlist(job.nodes) or '?'} ended "
+            seen.append(f"diagnoser slurm handle: run of job {handle.job_id} on {','.join(job.nodes) or '?'} ended "
                         f"{lasted:.0f} s after it started without any output: the batch script never ran (launch "
                         "failure)")
     return seen
