@@ -8,6 +8,9 @@ meant 90 s here.
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NUMBER = r"[0-9]*\.?[0-9]+(?:e[+-]?\d+)?"
@@ -50,3 +53,12 @@ def format_duration(seconds: float) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.3g}h"
     return f"{seconds / 86400:.3g}d"
+
+
+def _seconds_value(value: object) -> object:
+    """Pydantic before-validator: a duration string in any form above becomes seconds; numbers pass."""
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+# a settings field in seconds that also takes "15m", "1h30m", "00:10:00" (files and DIAGNOSER_* variables)
+Seconds = Annotated[float, BeforeValidator(_seconds_value)]

@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from diagnoser.act.config import RunConfig
 from diagnoser.bot.config import BotConfig
+from diagnoser.durations import Seconds
 from diagnoser.env_aliases import ALIASES, alias_values
 from diagnoser.errors import ConfigError
 
@@ -92,7 +93,7 @@ class SlurmSettings(_Section):
     kernel_via_srun: bool = False  # read dmesg on the nodes through srun
     task_output: tuple[str, ...] = ()  # task output patterns
     max_drains: int = Field(default=2, ge=0)  # nodes drained by diagnoser per window, cluster-wide
-    drain_window_s: float = Field(default=3600.0, gt=0)
+    drain_window_s: Seconds = Field(default=3600.0, gt=0)
     poll_s: float = Field(default=1.0, gt=0)
     ops_log: Path | None = None  # default: the user state dir's slurm-ops.jsonl
     drain_lock: Path | None = None  # default: drain.lock beside the operations log

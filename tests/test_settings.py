@@ -171,3 +171,16 @@ def test_slurm_executor_reads_the_slurm_section_and_the_old_variables(tmp_path: 
     ex = executor_from_env(tmp_path / "run", env=env)
     assert ex.kernel.log_dir == "/var/log/nodes/{node}" and ex.guard.max_nodes == 1  # the variable wins
     assert ex.guard.lock == Path("/shared/d.lock") and ex.task_output == ("o-%t.log",) and ex.poll_s == 3
+
+
+def test_seconds_settings_take_durations_in_files_and_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[run]\nhang_timeout_s = "15m"\nkill_grace_s = "00:00:45"\n[run.policy]\nwindow_s = "1-00:00:00"\n'
+                   '[run.policy.backoff]\nbase_s = "1m30s"\n[slurm]\ndrain_window_s = "2h"\n')
+    s = load_settings(cfg, env={"DIAGNOSER_BOT__APPROVAL_TIMEOUT_S": "1h30m"}).settings
+    assert (s.run.hang_timeout_s, s.run.kill_grace_s, s.run.policy.window_s, s.run.policy.backoff.base_s) == (
+        900, 45, 86400, 90)
+    assert s.slurm.drain_window_s == 7200 and s.bot.approval_timeout_s == 5400
+    with pytest.raises(ConfigError, match=r"c\.toml: run\.hang_timeout_s: .*not a duration"):
+        cfg.write_text('[run]\nhang_timeout_s = "soon"\n')
+        load_settings(cfg, env={})

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from diagnoser.act.checkpoints import DIR_MARKERS
 from diagnoser.act.logs import DEFAULT_PROGRESS
 from diagnoser.act.policy import Policy
+from diagnoser.durations import Seconds
 from diagnoser.errors import ConfigError
 
 __all__ = ["ConfigError", "RunConfig", "build_config"]
@@ -41,24 +42,24 @@ class RunConfig(BaseModel):
     checkpoint_dir: Path | None = None
     checkpoint_markers: tuple[str, ...] = DIR_MARKERS
     verify_load: bool = False  # also torch.load(weights_only=True) checkpoints (needs torch)
-    checkpoint_poll_s: float = Field(default=10.0, gt=0)
+    checkpoint_poll_s: Seconds = Field(default=10.0, gt=0)
     resume_env: str = "DIAGNOSER_RESUME_FROM"
-    hang_timeout_s: float = Field(default=600.0, gt=0)
-    startup_timeout_s: float = Field(default=1800.0, gt=0)
-    kill_grace_s: float = Field(default=30.0, ge=0)
-    failure_grace_s: float = Field(default=30.0, ge=0)
+    hang_timeout_s: Seconds = Field(default=600.0, gt=0)
+    startup_timeout_s: Seconds = Field(default=1800.0, gt=0)
+    kill_grace_s: Seconds = Field(default=30.0, ge=0)
+    failure_grace_s: Seconds = Field(default=30.0, ge=0)
     poll_s: float = Field(default=0.2, gt=0)
     progress_patterns: tuple[str, ...] = DEFAULT_PROGRESS
-    progress_every_s: float = Field(default=30.0, ge=0)  # audit progress events at most this often
+    progress_every_s: Seconds = Field(default=30.0, ge=0)  # audit progress events at most this often
     collect_stacks: bool = True
-    stack_timeout_s: float = Field(default=20.0, gt=0)
+    stack_timeout_s: Seconds = Field(default=20.0, gt=0)
     collect_kernel: bool = True  # dmesg of this host since the attempt started
     collect: tuple[Path, ...] = ()  # more log paths for the triage (e.g. a torchrun --log-dir)
     runbooks: Path | None = None
     tee: bool = True  # add `--tee 3` to torchrun so every line names its rank
     max_rank_log_bytes: int = Field(default=64 << 20, ge=1024)
     max_raw_bytes: int = Field(default=256 << 20, ge=1024)
-    approval_timeout_s: float = Field(default=0.0, ge=0)
+    approval_timeout_s: Seconds = Field(default=0.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
     approvers: tuple[str, ...] = ()  # OS users whose `diagnoser approve` counts (empty: whoever can write the run)
     notify_command: str | None = None  # run with DIAGNOSER_NOTIFY_FILE set on every notification

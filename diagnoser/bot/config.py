@@ -27,6 +27,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from diagnoser.durations import Seconds
 from diagnoser.errors import ConfigError
 
 ENV_CONFIG = "DIAGNOSER_BOT_CONFIG"
@@ -52,7 +53,7 @@ class BotConfig(BaseModel):
     path: str = "/slack/events"  # Request URL path for slash commands and interactivity
     channel: str | None = None
     approvers: tuple[str, ...] = ()  # Slack user ids; empty: nobody can approve (refusals only)
-    approval_timeout_s: float = Field(default=900.0, ge=0)
+    approval_timeout_s: Seconds = Field(default=900.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
     max_skew_s: float = Field(default=300.0, gt=0)  # older signed requests are replays
     rate_per_min: float = Field(default=20.0, gt=0)  # messages per channel per minute (sustained)

@@ -265,7 +265,7 @@ def hook_command(
     task_output: Annotated[list[str] | None, typer.Option(help="srun per-task output pattern")] = None,
     opt_in: Annotated[str, typer.Option(help="Only jobs whose Comment contains this ('' = all)")] = "diagnoser",
     max_drains: Annotated[int | None, typer.Option(envvar="DIAGNOSER_SLURM_MAX_DRAINS", help="[2]")] = None,
-    drain_window_s: Annotated[float | None, typer.Option(help="[3600]")] = None,
+    drain_window_s: Annotated[str | None, typer.Option(help="Window of the drain cap: 3600, 1h, 01:00:00 [1h]")] = None,
     ops_log: Annotated[Path | None, typer.Option(envvar="DIAGNOSER_SLURM_OPS_LOG")] = None,
     notify: Annotated[str | None, typer.Option(envvar="DIAGNOSER_NOTIFY_COMMAND")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -277,7 +277,7 @@ def hook_command(
 
     slurm = {"state_dir": state_dir, "kernel_log_dir": kernel_log_dir, "kernel_via_srun": kernel_via_srun or None,
              "task_output": tuple(task_output) if task_output else None, "max_drains": max_drains,
-             "drain_window_s": drain_window_s, "ops_log": ops_log}
+             "drain_window_s": drain_window_s, "ops_log": ops_log}  # a duration string: [slurm] validates it
     try:
         settings = load_settings(config, cli={"slurm": slurm}, legacy="run").settings
     except (ConfigError, ValueError) as exc:
