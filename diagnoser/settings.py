@@ -153,7 +153,7 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                   file_secret_settings):  # noqa: ANN001, ANN206
+                                   file_secret_settings):
         return (init_settings,)  # load_settings merges file, environment and options itself
 
 
