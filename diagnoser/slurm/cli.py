@@ -55,10 +55,19 @@ def collect_slurm_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest (and diagnosis) as JSON")] = False,
 ) -> None:
     """Collect a Slurm job's record, outputs, nodes and kernel logs into DIR, then triage it."""
+    from diagnoser.errors import ConfigError
+    from diagnoser.settings import load_settings
     from diagnoser.slurm.collect import CollectOptions, collect_job
 
+    given = {"kernel_log_dir": kernel_log_dir, "kernel_via_srun": kernel_via_srun or None,
+             "task_output": tuple(task_output) if task_output else None}
+    try:
+        s = load_settings(cli={"slurm": given}).settings.slurm  # options not given: the [slurm] settings
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
     cli = SlurmCLI()
-    opts = CollectOptions(kernel=KernelSource(kernel_log_dir, kernel_via_srun), task_output=tuple(task_output or ()))
+    opts = CollectOptions(kernel=KernelSource(s.kernel_log_dir, s.kernel_via_srun), task_output=s.task_output)
     result = collect_job(cli, job_id, out, opts)
     if result.job is None:
         _fail(f"job {job_id}: {'; '.join(result.notes) or 'no record'}")
