@@ -105,13 +105,13 @@ def migrate_command(
     section: Annotated[str | None, typer.Option(help="run or bot (default: guessed from the keys)")] = None,
 ) -> None:
     """Print an old config file as a section of the one TOML settings file."""
-    from diagnoser.settings import load_settings, read_settings_file
+    from diagnoser.settings import read_settings_file, validate
 
     if section not in (None, "run", "bot"):
         _fail(f"--section must be run or bot, not {section!r}")
     try:
-        data = read_settings_file(file, section)
-        load_settings(file, env={}, legacy=section, default_file=False)  # refuse what would not load
+        data = read_settings_file(file, section, warn=False)
+        validate(data, str(file))  # refuse what would not load
     except ConfigError as exc:
         _fail(str(exc))
         return

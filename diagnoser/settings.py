@@ -200,18 +200,23 @@ def load_settings(file: Path | None = None, *, env: Mapping[str, str] | None = N
         _deep_update(merged, values)
         for key in _leaves(values):
             origins[key] = origin.get(key, CLI) if isinstance(origin, dict) else origin
+    return Loaded(validate(merged, origins), origins, path)
+
+
+def validate(values: dict[str, Any], origins: Mapping[str, str] | str) -> Settings:
+    """The typed tree; a ValidationError becomes one line naming who set the key (`origins`: dotted key -> file,
+    variable or option; or one origin for all)."""
     try:
-        settings = Settings(**merged)
+        return Settings(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        source = _origin_of(where, origins)
+        source = origins if isinstance(origins, str) else _origin_of(where, origins)
         message = "unknown setting" if first["type"] == "extra_forbidden" else first["msg"]
         raise ConfigError(f"{source}: {where}: {message}") from None
-    return Loaded(settings, origins, path)
 
 
-def read_settings_file(path: Path, legacy: str | None = None) -> dict[str, Any]:
+def read_settings_file(path: Path, legacy: str | None = None, warn: bool = True) -> dict[str, Any]:
     """The file's sections; an old-format file (top-level keys of one command) as that command's section."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -235,8 +240,9 @@ def read_settings_file(path: Path, legacy: str | None = None) -> dict[str, Any]:
     kind = legacy or _legacy_kind(data)
     if kind is None or any(k in SECTIONS for k in data):
         raise ConfigError(f"{path}: {old[0]}: unknown section (expected {', '.join(f'[{s}]' for s in SECTIONS)})")
-    _warn_once(path, f"diagnoser: warning: {path} is an old-format {kind} config (top-level keys); read as "
-                     f"its [{kind}] section. Convert it with `diagnoser config migrate {path} --section {kind}`.")
+    if warn:
+        _warn_once(path, f"diagnoser: warning: {path} is an old-format {kind} config (top-level keys); read as "
+                         f"its [{kind}] section. Convert it with `diagnoser config migrate {path} --section {kind}`.")
     return {kind: data}
 
 
@@ -249,10 +255,11 @@ def _looks_toml(text: str) -> bool:
 
 
 def _legacy_kind(data: dict[str, Any]) -> str | None:
-    for kind, model in (("run", RunConfig), ("bot", BotConfig)):
-        if set(data) <= set(model.model_fields):
-            return kind
-    return None
+    """The command whose settings the top-level keys are (most keys in common); None when none."""
+    models = (("run", RunConfig), ("bot", BotConfig))
+    overlap = {kind: len(set(data) & set(model.model_fields)) for kind, model in models}
+    kind = max(overlap, key=lambda k: overlap[k])
+    return kind if overlap[kind] else None
 
 
 _WARNED: set[str] = set()
@@ -338,4 +345,5 @@ def origin_of(key: str, loaded: Loaded) -> str:
     return DEFAULT
 
 
-__all__ = ["ALIASES", "ConfigError", "Loaded", "Settings", "load_settings", "origin_of", "read_settings_file"]
+__all__ = ["ALIASES", "ConfigError", "Loaded", "Settings", "load_settings", "origin_of", "read_settings_file",
+           "validate"]

@@ -78,7 +78,11 @@ def test_an_old_yaml_run_config_still_works_for_run_and_no_longer_breaks_triage(
     cfg = build_config(None, env=env)
     assert cfg.hang_timeout_s == 120 and cfg.policy.min_confidence == 0.7
     migrated = _cli(env, "config", "migrate", str(old))
-    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.returncode == 0 and not migrated.stderr, migrated.stderr
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("hang_timeout_s: 120\nhang_timout: 5\n")
+    bad = _cli(env, "config", "migrate", str(typo))
+    assert bad.returncode == 2 and f"{typo}: run.hang_timout: unknown setting" in bad.stderr
     new = tmp_path / "new.toml"
     new.write_text(migrated.stdout)
     assert build_config(new, env={}) == cfg  # the migrated file means the same
