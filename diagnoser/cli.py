@@ -37,13 +37,45 @@ class _LazyGroup(TyperGroup):
         own = super().list_commands(ctx)
         return own + [n for n in self._feature_group().list_commands(ctx) if n not in own]
 
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        from diagnoser.helpfmt import tidy
+
+        tidy(self, ctx)
+        super().format_help(ctx, formatter)
+
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
-        return super().get_command(ctx, cmd_name) or self._feature_group().get_command(ctx, cmd_name)
+        from diagnoser.helpfmt import tidy
+
+        command = super().get_command(ctx, cmd_name) or self._feature_group().get_command(ctx, cmd_name)
+        return tidy(command, ctx) if command is not None else None
 
 
-app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False,
-                  help="Diagnose failed GPU training jobs from their logs and recover them.")
+app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Diagnose failed GPU training jobs from their logs and recover them. Exit status: 0 done "
+                  "(a verdict, even `unknown`; a run that succeeded), 1 not found or failed (no such incident or "
+                  "runbook id; a supervised run that gave up; a scheduler call that failed), 2 bad input or usage "
+                  "(unusable logs, a bad option, settings file or env value), 130 interrupted.")
+EXIT_NOT_FOUND = 1  # the exit status convention: see the README, "Exit status"
 EXIT_UNUSABLE = 2
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"diagnoser {version('diagnoser')}")
+        except PackageNotFoundError:
+            typer.echo("diagnoser (source checkout, not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit")] = False,
+) -> None:
+    """Diagnose failed GPU training jobs from their logs and recover them."""
 
 
 def _fail(message: str) -> None:
@@ -64,6 +96,7 @@ def triage_command(
     llm: Annotated[str | None, typer.Option("--llm", help="'none': rules + retrieval only")] = None,
     no_remote: Annotated[bool | None, typer.Option(
         "--no-remote", help="Refuse LLM endpoints that are not on this machine")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also note why the LLM stage did not run")] = False,
 ) -> None:
     """Find the first failure across all ranks and say what it was and what to do."""
     err = Console(stderr=True)
@@ -77,7 +110,7 @@ def triage_command(
             task = bar.add_task("scan", total=total or None)
             analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
                                on_progress=lambda n: bar.advance(task, n))
-        diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote))
+        diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote, verbose))
     except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
         return
@@ -92,38 +125,93 @@ def triage_command(
 
 
 def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, llm: str | None,
-                  no_remote: bool | None) -> Diagnosis:
+                  no_remote: bool | None, verbose: bool = False) -> Diagnosis:
     """The LLM stage reviews the rule verdict when an endpoint is configured (never raises: on any
-    endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError."""
+    endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError.
+    "LLM stage off" is noted only with --verbose: an unconfigured stage is the normal offline case."""
     from diagnoser.classify import load_config
     from diagnoser.classify.stage import review
 
     config = load_config(base_url=base_url, model=model, llm=llm, no_remote=no_remote)
-    return review(analysis, config)
+    diagnosis = review(analysis, config)
+    if config.enabled or verbose:
+        return diagnosis
+    return diagnosis.model_copy(update={"notes": [n for n in diagnosis.notes if n != config.describe()]})
 
 
-@app.command("runbooks")
+runbooks_app = typer.Typer(help="The failure classes diagnoser recognises (shipped, site and catalog rules).",
+                           invoke_without_command=True)
+app.add_typer(runbooks_app, name="runbooks")
+RunbooksOpt = Annotated[Path | None, typer.Option(
+    "--runbooks", envvar="DIAGNOSER_RUNBOOKS", show_envvar=True,
+    help="Site runbook directory: adds to the shipped runbooks and replaces those of the same id")]
+
+
+def _source(book: Any) -> str:
+    """The file a rule came from: a runbook file, or its catalog table."""
+    if book.source or not book.catalog:
+        return book.source
+    from diagnoser.prefilter.catalog import CATALOG_DIR
+
+    return str(CATALOG_DIR.parent / book.catalog)
+
+
+@runbooks_app.callback()
 def runbooks_command(
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-    runbooks: Annotated[Path | None, typer.Option(help="Runbook directory [env: DIAGNOSER_RUNBOOKS]")] = None,
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON (with each rule's source)")] = False,
+    runbooks: RunbooksOpt = None,
 ) -> None:
-    """List the failure classes diagnoser recognises."""
+    """List the failure classes diagnoser recognises; `runbooks show ID` prints one."""
+    if ctx.invoked_subcommand is not None:
+        return
     try:
         books = load_runbooks(runbooks)
     except RunbookError as exc:
         _fail(str(exc))
         return
     if as_json:
-        rows = [b.model_dump(mode="json", include={"id", "title", "category", "subtype", "action", "role",
-                                                   "priority", "path"}) for b in books]
+        rows = [{**b.model_dump(mode="json", include={"id", "title", "category", "subtype", "action", "role",
+                                                      "priority", "path", "overrides"}), "source": _source(b)}
+                for b in books]
         sys.stdout.write(json.dumps(rows) + "\n")
         return
-    from rich.table import Table
+    from diagnoser.tables import print_rows
 
-    table = Table("id", "category", "subtype", "action", "role", "prio", header_style="bold")
-    for b in sorted(books, key=lambda b: (b.category.value, -b.priority)):
-        table.add_row(b.id, b.category.value, b.subtype, b.action.value, b.role.value, str(b.priority))
-    Console().print(table)
+    print_rows(("id", "category", "subtype", "action", "role", "prio"),
+               [(b.id, b.category.value, b.subtype, b.action.value, b.role.value, b.priority)
+                for b in sorted(books, key=lambda b: (b.category.value, -b.priority))])
+
+
+@runbooks_app.command("show")
+def runbooks_show_command(
+    rule_id: Annotated[str, typer.Argument(metavar="ID", help="A runbook or catalog entry id (`diagnoser runbooks`)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rule as JSON")] = False,
+    runbooks: RunbooksOpt = None,
+) -> None:
+    """Print one runbook: its signatures, where it came from, and its on-call text."""
+    try:
+        books = {b.id: b for b in load_runbooks(runbooks)}
+    except RunbookError as exc:
+        _fail(str(exc))
+        return
+    book = books.get(rule_id)
+    if book is None:
+        close = sorted(i for i in books if rule_id in i)[:5]
+        typer.echo(f"diagnoser: no runbook or catalog entry {rule_id!r}"
+                   + (f" (did you mean {', '.join(close)}?)" if close else ""), err=True)
+        raise typer.Exit(EXIT_NOT_FOUND)
+    if as_json:
+        data = book.model_dump(mode="json", exclude={"source"})
+        sys.stdout.write(json.dumps({**data, "source": _source(book)}) + "\n")
+        return
+    lines = [f"{book.id}: {book.title}", f"  {book.category.value} / {book.subtype} -> {book.action.value}  "
+             f"(role {book.role.value}, priority {book.priority}, confidence {book.confidence})",
+             f"  source: {_source(book)}" + (f" (overrides {book.overrides})" if book.overrides else "")]
+    lines += [f"  signature: {sig}" for sig in book.signatures]
+    typer.echo("\n".join(lines) + "\n")
+    if book.body.strip():
+        typer.echo(book.body.strip())
 
 
 def _register_subcommands(target: typer.Typer) -> None:
@@ -131,12 +219,13 @@ def _register_subcommands(target: typer.Typer) -> None:
     from diagnoser.act.cli import register as register_act
     from diagnoser.bot.cli import register as register_bot
     from diagnoser.classify.cli import register as register_classify
+    from diagnoser.config_cli import register as register_config
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.retrieve.cli import register as register_incidents
     from diagnoser.slurm.cli import register as register_slurm
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
-                     register_bot):
+                     register_bot, register_config):
         register(target)
 
 

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from diagnoser.hostlist import compress_hostlist
 from diagnoser.models import Category, Diagnosis
 from diagnoser.prefilter.runbooks import Runbook
 
@@ -45,7 +46,7 @@ def _culprit(d: Diagnosis) -> Text:
     c = d.culprit
     parts = []
     if c.nodes:
-        parts.append(f"nodes: {', '.join(c.nodes)}")
+        parts.append(f"nodes: {compress_hostlist(c.nodes)}")
     if c.ranks:
         parts.append(f"ranks: {', '.join(map(str, c.ranks))}")
     if c.gpus:
@@ -72,6 +73,7 @@ def render(d: Diagnosis, runbook: Runbook | None, console: Console) -> None:
         console.print(_evidence(d))
     if d.similar_incidents:
         table = Table("similar incident", "score", "category", "action", box=None, header_style="bold")
+        table.columns[0].overflow = "fold"  # an id is never cut
         for s in d.similar_incidents:
             table.add_row(plain(s.id), f"{s.score:.2f}", s.category.value, s.action.value)
         console.print(table)

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 
-def shipped_dir(name: str, env_var: str) -> Path:
-    """`$env_var` if set, else `<checkout>/<name>` in a source checkout, else the installed
+def shipped_dir(name: str, env_var: str | None) -> Path:
+    """`$env_var` if set (and given), else `<checkout>/<name>` in a source checkout, else the installed
     `<prefix>/share/diagnoser/<name>` (pyproject's data-files)."""
-    env = os.environ.get(env_var)
+    env = os.environ.get(env_var) if env_var else None
     if env:
         return Path(env)
     checkout = Path(__file__).resolve().parents[1] / name

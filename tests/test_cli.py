@@ -125,9 +125,11 @@ def test_yearless_syslog_times_follow_the_job_not_the_file_mtime(tmp_path):
     assert d["first_failure"]["time"].startswith("2026-03-04T05:06:01")
 
 
-def test_without_an_llm_endpoint_triage_is_offline_and_says_so(job, monkeypatch):
+def test_without_an_llm_endpoint_triage_is_offline_and_says_so_only_when_asked(job, monkeypatch):
     monkeypatch.delenv("DIAGNOSER_LLM_BASE_URL", raising=False)
     d = json.loads(runner.invoke(app, ["triage", str(job), "--json"]).stdout)
+    assert d["decided_by"] == "rule" and not any("LLM stage" in n for n in d["notes"])
+    d = json.loads(runner.invoke(app, ["triage", str(job), "--json", "--verbose"]).stdout)
     assert d["decided_by"] == "rule" and any("LLM stage off" in n for n in d["notes"])
 
 

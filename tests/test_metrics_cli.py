@@ -142,3 +142,22 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects_garbage():
     with pytest.raises(typer.BadParameter):
         parse_duration("ten minutes")
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(cli, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    log = write_log(tmp_path / "audit.jsonl", hand_log())
+    res = cli("report", str(log), "--plot", str(tmp_path / "r.png"), code=2)
+    assert "pip install 'diagnoser[plots]'" in res.output and not (tmp_path / "r.png").exists()
+    assert cli("report", str(log), "--json").stdout  # everything else works without it
+
+
+@pytest.mark.parametrize(("span_s", "unit"), [(45, "seconds"), (360, "minutes"), (6100, "minutes"),
+                                              (5 * 3600, "hours"), (40 * 3600, "hours"), (30 * 86400, "days")])
+def test_the_report_time_axis_unit_fits_the_run(span_s, unit):
+    from diagnoser.metrics.plots import time_unit
+
+    assert time_unit(span_s)[0] == unit

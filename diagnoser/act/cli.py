@@ -4,7 +4,7 @@
 
 `register(app)` adds the commands to the main typer app. Options override the config file
 (`--config`, $DIAGNOSER_CONFIG); each option also reads the env var shown in `--help`.
-Durations accept 90, 90s, 10m, 1.5h.
+Durations accept 90, 90s, 10m, 1.5h, 1h30m and Slurm's 00:10:00, 1-00:00:00.
 """
 
 from __future__ import annotations
@@ -219,13 +219,11 @@ def checkpoints_command(
         sys.stdout.write(json.dumps({"checkpoints": rows, "resume": str(chosen.path) if chosen else None,
                                      "tracker": store.tracker_note()}) + "\n")
         return
-    from rich.table import Table
+    from diagnoser.tables import print_rows
 
-    table = Table("step", "path", "valid", "reason", header_style="bold")
-    for r in rows:
-        table.add_row(str(r["step"]), r["path"], "yes" if r["valid"] else "[red]no[/]", r["reason"])
-    Console().print(table)
-    Console().print(f"resume from: {chosen.path if chosen else '(none: start from scratch)'}")
+    print_rows(("step", "path", "valid", "reason"),
+               [(r["step"], r["path"], "yes" if r["valid"] else "no", r["reason"]) for r in rows])
+    typer.echo(f"resume from: {chosen.path if chosen else '(none: start from scratch)'}")
 
 
 def approve_command(

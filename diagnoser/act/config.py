@@ -1,37 +1,37 @@
-"""Configuration of `diagnoser run`: defaults < config file < environment < command-line options.
+"""Configuration of `diagnoser run`: the `[run]` section of the settings tree (`diagnoser/settings.py`).
 
-The config file (`--config`, or `DIAGNOSER_CONFIG`; YAML, or TOML by its `.toml` suffix) mirrors
-`RunConfig`, with the policy under `policy:`:
+defaults < config file (`--config`, $DIAGNOSER_CONFIG, ~/.config/diagnoser/config.toml) < environment
+(`DIAGNOSER_RUN__<KEY>`, and the older `DIAGNOSER_HANG_TIMEOUT` ...) < command-line options::
 
-    run_dir: runs/llama-70b
-    checkpoint_dir: /ckpt/llama-70b
-    hang_timeout_s: 900
-    slack: true                  # notifications and approvals in Slack (bot config: DIAGNOSER_BOT_CONFIG)
-    policy:
-      min_confidence: 0.6
-      budgets: {hardware: 5, infra: 5, user_code: 2, unknown: 3}
-      require_approval: [drain_and_restart]
+    [run]
+    run_dir = "runs/llama-70b"
+    checkpoint_dir = "/ckpt/llama-70b"
+    hang_timeout_s = 900
+    slack = true                  # notifications and approvals in Slack (the [bot] section)
+    [run.policy]
+    min_confidence = 0.6
+    budgets = {hardware = 5, infra = 5, user_code = 2, unknown = 3}
+    require_approval = ["drain_and_restart"]
 
-Every scalar option also reads `DIAGNOSER_<NAME>` (e.g. `DIAGNOSER_HANG_TIMEOUT`) through the CLI.
+A file in the old format (YAML or TOML with these keys at the top level, `policy:` inside) is still read, as
+the `[run]` section, with a warning.
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from diagnoser.act.checkpoints import DIR_MARKERS
 from diagnoser.act.logs import DEFAULT_PROGRESS
 from diagnoser.act.policy import Policy
+from diagnoser.durations import Seconds
+from diagnoser.errors import ConfigError
 
-
-class ConfigError(ValueError):
-    """An unusable configuration; the message says which file/field."""
+__all__ = ["ConfigError", "RunConfig", "build_config"]
 
 
 class RunConfig(BaseModel):
@@ -42,24 +42,24 @@ class RunConfig(BaseModel):
     checkpoint_dir: Path | None = None
     checkpoint_markers: tuple[str, ...] = DIR_MARKERS
     verify_load: bool = False  # also torch.load(weights_only=True) checkpoints (needs torch)
-    checkpoint_poll_s: float = Field(default=10.0, gt=0)
+    checkpoint_poll_s: Seconds = Field(default=10.0, gt=0)
     resume_env: str = "DIAGNOSER_RESUME_FROM"
-    hang_timeout_s: float = Field(default=600.0, gt=0)
-    startup_timeout_s: float = Field(default=1800.0, gt=0)
-    kill_grace_s: float = Field(default=30.0, ge=0)
-    failure_grace_s: float = Field(default=30.0, ge=0)
+    hang_timeout_s: Seconds = Field(default=600.0, gt=0)
+    startup_timeout_s: Seconds = Field(default=1800.0, gt=0)
+    kill_grace_s: Seconds = Field(default=30.0, ge=0)
+    failure_grace_s: Seconds = Field(default=30.0, ge=0)
     poll_s: float = Field(default=0.2, gt=0)
     progress_patterns: tuple[str, ...] = DEFAULT_PROGRESS
-    progress_every_s: float = Field(default=30.0, ge=0)  # audit progress events at most this often
+    progress_every_s: Seconds = Field(default=30.0, ge=0)  # audit progress events at most this often
     collect_stacks: bool = True
-    stack_timeout_s: float = Field(default=20.0, gt=0)
+    stack_timeout_s: Seconds = Field(default=20.0, gt=0)
     collect_kernel: bool = True  # dmesg of this host since the attempt started
     collect: tuple[Path, ...] = ()  # more log paths for the triage (e.g. a torchrun --log-dir)
     runbooks: Path | None = None
     tee: bool = True  # add `--tee 3` to torchrun so every line names its rank
     max_rank_log_bytes: int = Field(default=64 << 20, ge=1024)
     max_raw_bytes: int = Field(default=256 << 20, ge=1024)
-    approval_timeout_s: float = Field(default=0.0, ge=0)
+    approval_timeout_s: Seconds = Field(default=0.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
     approvers: tuple[str, ...] = ()  # OS users whose `diagnoser approve` counts (empty: whoever can write the run)
     notify_command: str | None = None  # run with DIAGNOSER_NOTIFY_FILE set on every notification
@@ -68,35 +68,13 @@ class RunConfig(BaseModel):
     policy: Policy = Field(default_factory=Policy)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
 def build_config(file: Path | None = None, overrides: dict[str, Any] | None = None,
-                 policy_overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Merge the config file with explicit overrides (None values mean 'not given')."""
-    if file is None and os.environ.get("DIAGNOSER_CONFIG"):
-        file = Path(os.environ["DIAGNOSER_CONFIG"])
-    data = read_config_file(file) if file is not None else {}
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    policy = dict(data.get("policy") or {})
-    policy.update({k: v for k, v in (policy_overrides or {}).items() if v is not None})
-    data["policy"] = policy
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{file or 'options'}: {where}: {first['msg']}") from exc
+                 policy_overrides: dict[str, Any] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
+    """The `[run]` settings with explicit overrides on top (None values mean 'not given')."""
+    from diagnoser.settings import load_settings
+
+    run = {k: v for k, v in (overrides or {}).items() if v is not None}
+    policy = {k: v for k, v in (policy_overrides or {}).items() if v is not None}
+    if policy:
+        run["policy"] = policy
+    return load_settings(file, env=env, cli={"run": run}, legacy="run").settings.run

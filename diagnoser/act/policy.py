@@ -56,6 +56,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from diagnoser.act.targets import job_targets
+from diagnoser.durations import Seconds
 from diagnoser.models import Action, Category, Diagnosis
 
 DIVERGENCE = frozenset({"nan_loss"})  # subtypes a rollback to an older checkpoint may get past
@@ -73,9 +74,9 @@ class Mode(StrEnum):
 class Backoff(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base_s: float = Field(default=10.0, ge=0)
+    base_s: Seconds = Field(default=10.0, ge=0)
     factor: float = Field(default=2.0, ge=1)
-    max_s: float = Field(default=600.0, ge=0)
+    max_s: Seconds = Field(default=600.0, ge=0)
     jitter: float = Field(default=0.25, ge=0, le=1)  # +/- this fraction of the delay
 
 
@@ -92,7 +93,7 @@ class Policy(BaseModel):
     min_confidence: float = Field(default=0.6, ge=0, le=1)
     on_low_confidence: Action = Action.RESTART  # a plain, budgeted restart + notify; escalate: hold for a human
     max_restarts: int = Field(default=20, ge=0)  # per run
-    window_s: float = Field(default=3600.0, gt=0)  # budgets and node cap count within this window
+    window_s: Seconds = Field(default=3600.0, gt=0)  # budgets and node cap count within this window
     budgets: dict[Category, int] = Field(default_factory=_default_budgets)  # restarts per window
     crash_loop: int = Field(default=3, ge=2)  # same signature this many times in a row -> escalate
     max_excluded_nodes: int = Field(default=2, ge=0)  # distinct nodes excluded/drained per window

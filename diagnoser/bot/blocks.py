@@ -10,6 +10,7 @@ from typing import Any
 
 from diagnoser.act.approval import ApprovalRequest
 from diagnoser.classify.redact import redact
+from diagnoser.hostlist import compress_hostlist
 from diagnoser.models import Category, Diagnosis
 
 APPROVE, DENY = "approval_approve", "approval_deny"
@@ -69,7 +70,7 @@ def verdict_blocks(d: Diagnosis, job: str, runbook_url: str | None = None,
     blocks = [section(f"*Diagnosis for {esc(job)}*\n{verdict_line(d)}")]
     c = d.culprit
     culprit = ", ".join(p for p in (
-        f"nodes {esc(', '.join(c.nodes[:8]))}" if c.nodes else "",
+        f"nodes {esc(compress_hostlist(c.nodes))}" if c.nodes else "",
         f"ranks {', '.join(map(str, c.ranks[:16]))}" if c.ranks else "",
         f"GPUs {esc(', '.join(c.gpus[:8]))}" if c.gpus else "") if p)
     blocks.append(section(f"*Root cause:* {esc(d.root_cause)}" + (f"\n*Culprit:* {culprit}" if culprit else "")))
@@ -122,7 +123,7 @@ def approval_blocks(req: ApprovalRequest, value: str, approvers: tuple[str, ...]
     """Approve / Deny for an action that policy says needs a human."""
     run = (req.on_approve or req.action).value
     who = " ".join(f"<@{u}>" for u in approvers[:10])
-    nodes = f" on {esc(', '.join(req.culprit_nodes))}" if req.culprit_nodes else ""
+    nodes = f" on {esc(compress_hostlist(req.culprit_nodes))}" if req.culprit_nodes else ""
     wait = (f"No answer in {timeout_s:g} s → *{'approve' if default_approve else 'deny'}*."
             if timeout_s > 0 else "")
     text = f"Approval needed for {req.job_id}: {run}{nodes}"

@@ -1,28 +1,34 @@
-"""Configuration of the chat-ops bot: defaults < config file < environment.
+"""Configuration of the chat-ops bot: the `[bot]` section of the settings tree (`diagnoser/settings.py`).
 
 Secrets (the bot token and the signing secret) come from the environment (`SLACK_BOT_TOKEN`,
-`SLACK_SIGNING_SECRET`) or from the config file (`--config` or `DIAGNOSER_BOT_CONFIG`; YAML, or TOML by
-suffix), never from the command line, so they stay out of shell history and `ps`. Example::
+`SLACK_SIGNING_SECRET`, or `DIAGNOSER_BOT__BOT_TOKEN` ...) or from the config file, never from the command
+line, so they stay out of shell history and `ps`. The file is the settings file (`--config`,
+`DIAGNOSER_BOT_CONFIG`, else `DIAGNOSER_CONFIG` / ~/.config/diagnoser/config.toml). Example::
 
-    channel: C0123456789          # where `diagnoser run` notifications and approvals go
-    approvers: [U01ALICE, U02BOB]  # Slack user ids allowed to press Approve / Deny
-    approval_timeout_s: 900
-    approval_default: deny
-    runs_root: /shared/diagnoser-runs   # `/diagnose <job id>` reads <runs_root>/<job id>
-    allowed_roots: [/shared/logs]       # `/diagnose <path>` may only read below these
-    runbook_url: https://git.example.com/ml/diagnoser/blob/main/
+    [bot]
+    channel = "C0123456789"          # where `diagnoser run` notifications and approvals go
+    approvers = ["U01ALICE", "U02BOB"]  # Slack user ids allowed to press Approve / Deny
+    approval_timeout_s = 900
+    approval_default = "deny"
+    runs_root = "/shared/diagnoser-runs"   # `/diagnose <job id>` reads <runs_root>/<job id>
+    allowed_roots = ["/shared/logs"]       # `/diagnose <path>` may only read below these
+    runbook_url = "https://git.example.com/ml/diagnoser/blob/main/"
+
+An old-format bot file (YAML with these keys at the top level) is still read, with a warning.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from diagnoser.act.config import ConfigError, read_config_file
+from diagnoser.durations import Seconds
+from diagnoser.errors import ConfigError
 
 ENV_CONFIG = "DIAGNOSER_BOT_CONFIG"
 ENV_TOKEN = "SLACK_BOT_TOKEN"
@@ -47,7 +53,7 @@ class BotConfig(BaseModel):
     path: str = "/slack/events"  # Request URL path for slash commands and interactivity
     channel: str | None = None
     approvers: tuple[str, ...] = ()  # Slack user ids; empty: nobody can approve (refusals only)
-    approval_timeout_s: float = Field(default=900.0, ge=0)
+    approval_timeout_s: Seconds = Field(default=900.0, ge=0)
     approval_default: Literal["approve", "deny"] = "deny"
     max_skew_s: float = Field(default=300.0, gt=0)  # older signed requests are replays
     rate_per_min: float = Field(default=20.0, gt=0)  # messages per channel per minute (sustained)
@@ -76,23 +82,14 @@ class BotConfig(BaseModel):
 
 
 def load_bot_config(file: Path | None = None, overrides: dict[str, Any] | None = None,
-                    env: dict[str, str] | None = None) -> BotConfig:
-    """Merge the config file, the environment's secrets, and non-secret overrides (None: not given)."""
-    env = dict(os.environ) if env is None else env
+                    env: Mapping[str, str] | None = None) -> BotConfig:
+    """The `[bot]` settings with non-secret overrides on top (None: not given)."""
+    from diagnoser.settings import load_settings
+
+    env = os.environ if env is None else env
     if file is None and env.get(ENV_CONFIG):
         file = Path(env[ENV_CONFIG])
-    data = read_config_file(file) if file is not None else {}
-    if env.get(ENV_TOKEN):
-        data["bot_token"] = env[ENV_TOKEN]
-    if env.get(ENV_SECRET):
-        data["signing_secret"] = env[ENV_SECRET]
     for key in ("bot_token", "signing_secret"):
         if overrides and key in overrides:
             raise ConfigError(f"{key} is never taken from options: use the environment or the config file")
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return BotConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{file or 'bot options'}: {where}: {first['msg']}") from exc
+    return load_settings(file, env=env, cli={"bot": overrides or {}}, legacy="bot").settings.bot

@@ -27,6 +27,7 @@ from diagnoser.act.events import (
 )
 from diagnoser.bot.feedback import VerdictCache
 from diagnoser.bot.notifier import SlackNotifier
+from diagnoser.hostlist import compress_hostlist
 from diagnoser.models import Culprit, Diagnosis
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class AuditFollower:
             self.job_id = ev.job_id or self.job_id
             n.update_status(self.job_id, "running")
         elif isinstance(ev, AttemptStarted):
-            excluded = f", without {', '.join(ev.excluded_nodes)}" if ev.excluded_nodes else ""
+            excluded = f", without {compress_hostlist(ev.excluded_nodes)}" if ev.excluded_nodes else ""
             n.update_status(self.job_id, f"attempt {ev.attempt} running{excluded}")
         elif isinstance(ev, FailureDetected):
             code = f", exit code {ev.exit_code}" if ev.exit_code is not None else ""
@@ -86,7 +87,7 @@ class AuditFollower:
             n.post_verdict(self.job_id, d, key)
         elif isinstance(ev, DecisionMade):
             who = f" (approved by {ev.approved_by})" if ev.approved_by and ev.approved_by != "policy" else ""
-            nodes = f" nodes {', '.join(ev.nodes)}" if ev.nodes else ""
+            nodes = f" nodes {compress_hostlist(ev.nodes)}" if ev.nodes else ""
             n.post_action(self.job_id, ev.action.value + nodes, ev.reason + who)
             n.update_status(self.job_id, f"{ev.action.value}{who}")
         elif isinstance(ev, ActionFinished) and not ev.ok:

@@ -1,10 +1,10 @@
-"""Where the LLM stage finds its endpoint: config file < environment < explicit overrides.
+"""Where the LLM stage finds its endpoint: the `[llm]` section of the settings tree (`diagnoser/settings.py`).
 
 The stage is off unless a base URL is configured somewhere: diagnoser never sends logs to a
 default cloud endpoint because an API key happens to be in the environment. `--llm none`
 turns it off whatever else is set.
 
-Config file (TOML, `~/.config/diagnoser/config.toml` or `$DIAGNOSER_CONFIG`)::
+Settings file (TOML, `~/.config/diagnoser/config.toml` or `$DIAGNOSER_CONFIG`)::
 
     [llm]
     base_url = "http://127.0.0.1:8080/v1"
@@ -15,12 +15,14 @@ Config file (TOML, `~/.config/diagnoser/config.toml` or `$DIAGNOSER_CONFIG`)::
     context_tokens = 8192
     no_remote = true
     backend = "openai"               # or "langchain"
+
+Environment: `DIAGNOSER_LLM__<KEY>`, or the older `DIAGNOSER_LLM_BASE_URL`, `DIAGNOSER_LLM_MODEL`,
+`DIAGNOSER_LLM_TIMEOUT`, `DIAGNOSER_NO_REMOTE`, `DIAGNOSER_LLM_API_KEY` / `OPENAI_API_KEY` ...
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,13 +30,14 @@ from typing import Any
 
 import platformdirs
 
+from diagnoser.errors import ConfigError
+
 BACKENDS = ("openai", "langchain")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_OFF = "no endpoint configured (set --llm-base-url or DIAGNOSER_LLM_BASE_URL): rules + retrieval only"
+# the variables that can configure the stage; without one of them (and without a settings file) it is off
+_LLM_ENV = ("DIAGNOSER_LLM", "DIAGNOSER_NO_REMOTE", "OPENAI_API_KEY")
 
-
-class ConfigError(ValueError):
-    """A config file or value that cannot be used; the message says which and why."""
+__all__ = ["BACKENDS", "ConfigError", "LLMConfig", "load_config"]
 
 
 def default_config_path() -> Path:
@@ -77,95 +80,6 @@ class LLMConfig:
         return f"{self.model or '(first model served)'} at {self.base_url}"
 
 
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{name}: expected true/false, got {value!r}")
-
-
-def _number(name: str, value: Any, kind: type) -> Any:
-    try:
-        number = kind(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: expected a number, got {value!r}") from exc
-    if number <= 0:
-        raise ConfigError(f"{name}: must be positive, got {value!r}")
-    return number
-
-
-def _coerce(values: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Validate and convert raw values (strings from env, anything from TOML)."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        name = f"{where}: {key}"
-        if key in ("base_url", "model", "api_key"):
-            text = str(value).strip()
-            out[key] = text or None
-        elif key in ("timeout", "temperature"):
-            out[key] = _number(name, value, float) if key == "timeout" else float(value)
-        elif key in ("max_tokens", "context_tokens"):
-            out[key] = _number(name, value, int)
-        elif key == "max_retries":
-            out[key] = max(0, int(value))
-        elif key == "no_remote":
-            out[key] = _bool(name, value)
-        elif key == "cache_dir":
-            text = str(value).strip()
-            out[key] = None if text.lower() in ("", "none", "off") else Path(text).expanduser()
-        elif key == "backend":
-            if value not in BACKENDS:
-                raise ConfigError(f"{name}: expected one of {', '.join(BACKENDS)}, got {value!r}")
-            out[key] = value
-        else:
-            raise ConfigError(f"{name}: unknown setting")
-    return out
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The `[llm]` table of a TOML file ({} when the file does not exist)."""
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    table = data.get("llm", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [llm] must be a table")
-    table = dict(table)
-    key_env = table.pop("api_key_env", None)
-    if key_env:
-        table.setdefault("api_key", os.environ.get(str(key_env)))
-    return _coerce(table, str(path))
-
-
-ENV_NAMES = {
-    "base_url": "DIAGNOSER_LLM_BASE_URL",
-    "model": "DIAGNOSER_LLM_MODEL",
-    "timeout": "DIAGNOSER_LLM_TIMEOUT",
-    "max_tokens": "DIAGNOSER_LLM_MAX_TOKENS",
-    "context_tokens": "DIAGNOSER_LLM_CONTEXT_TOKENS",
-    "no_remote": "DIAGNOSER_NO_REMOTE",
-    "cache_dir": "DIAGNOSER_LLM_CACHE_DIR",
-    "backend": "DIAGNOSER_LLM_BACKEND",
-}
-
-
-def read_env(env: Mapping[str, str]) -> dict[str, Any]:
-    values: dict[str, Any] = {k: env[v] for k, v in ENV_NAMES.items() if env.get(v) is not None}
-    key = env.get("DIAGNOSER_LLM_API_KEY") or env.get("OPENAI_API_KEY")
-    if key:
-        values["api_key"] = key
-    return _coerce(values, "environment")
-
-
 def load_config(
     *,
     config_path: Path | None = None,
@@ -176,22 +90,26 @@ def load_config(
     no_remote: bool | None = None,
     **overrides: Any,
 ) -> LLMConfig:
-    """Merge file, environment and explicit overrides (highest wins) into one config.
+    """The `[llm]` settings (file < environment < these explicit overrides) as the stage's config.
 
     `llm="none"` (the CLI's `--llm none`) turns the stage off; `no_remote=True` refuses any
     endpoint that is not on this machine. Other keyword overrides: any `LLMConfig` field.
     """
     env = os.environ if env is None else env
-    path = config_path or (Path(env["DIAGNOSER_CONFIG"]) if env.get("DIAGNOSER_CONFIG") else default_config_path())
-    values: dict[str, Any] = {}
-    values.update(read_config_file(path))
-    values.update(read_env(env))
     explicit = {"base_url": base_url, "model": model, "no_remote": no_remote, **overrides}
-    values.update(_coerce({k: v for k, v in explicit.items() if v is not None}, "option"))
-    config = LLMConfig(**values)
+    explicit = {k: v for k, v in explicit.items() if v is not None}
     if llm is not None and llm.strip().lower() in ("none", "off", "false", "0"):
-        return replace(config, off_reason="turned off (--llm none): rules + retrieval only")
-    if config.base_url is None:
-        return replace(config, off_reason="no endpoint configured (set --llm-base-url or "
-                                          "DIAGNOSER_LLM_BASE_URL): rules + retrieval only")
-    return config
+        return LLMConfig(off_reason="turned off (--llm none): rules + retrieval only")
+    path = config_path or (Path(env["DIAGNOSER_CONFIG"]) if env.get("DIAGNOSER_CONFIG") else default_config_path())
+    if not explicit and not path.is_file() and not any(k.startswith(_LLM_ENV) for k in env):
+        return LLMConfig(off_reason=_OFF)  # nothing can turn the stage on: skip loading the settings tree
+    from diagnoser.settings import load_settings
+
+    section = load_settings(path if path.is_file() else None, env=env, cli={"llm": explicit},
+                            default_file=False).settings.llm
+    values = section.model_dump(exclude={"api_key", "api_key_env"})
+    key = section.api_key.get_secret_value() if section.api_key else None
+    if key is None and section.api_key_env:
+        key = env.get(section.api_key_env) or os.environ.get(section.api_key_env)
+    config = LLMConfig(**values, api_key=key or None)
+    return config if config.base_url is not None else replace(config, off_reason=_OFF)

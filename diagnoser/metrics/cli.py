@@ -8,7 +8,6 @@ Config file (TOML/YAML; `--config` or $DIAGNOSER_METRICS_CONFIG): sections [what
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +16,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from diagnoser import durations
 from diagnoser.metrics import model
 from diagnoser.metrics.goodput import build_report
 from diagnoser.metrics.model import WhatIfParams
@@ -25,7 +25,6 @@ from diagnoser.metrics.timeline import load_timelines
 from diagnoser.models import Category
 
 EXIT_UNUSABLE = 2
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", envvar=ENV_CONFIG,
                                                 help="TOML/YAML file with [whatif] / [simulate] sections")]
@@ -34,11 +33,11 @@ PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Write a PNG figure
 
 
 def parse_duration(text: str) -> float:
-    """'90' / '90s' / '10m' / '1.5h' / '2d' -> seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([smhd]?)\s*", text.lower())
-    if not m:
-        raise typer.BadParameter(f"not a duration: {text!r} (e.g. 90s, 10m, 1.5h, 2d)")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    """'90' / '90s' / '10m' / '1.5h' / '2d' / '1h30m' / Slurm's '00:10:00', '1-00:00:00' -> seconds."""
+    try:
+        return durations.parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _seconds(text: str | None) -> float | None:
@@ -59,12 +58,18 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_UNUSABLE)
 
 
+PLOTS_HINT = "pip install 'diagnoser[plots]'"
+
+
 def _plot(name: str, *args: object) -> str:
-    """Call diagnoser.metrics.plots.<name>; a clear error when matplotlib is missing."""
-    try:
-        from diagnoser.metrics import plots
-    except ImportError as exc:  # pragma: no cover - matplotlib is a dependency
-        _fail(f"--plot needs matplotlib ({exc})")
+    """Call diagnoser.metrics.plots.<name>; a clear error (exit 2) when matplotlib is not installed: it is the
+    `plots` extra, not a dependency of the core install."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        _fail(f"--plot needs matplotlib, which is not installed: {PLOTS_HINT} (the rest works without it)")
+    from diagnoser.metrics import plots
+
     return str(getattr(plots, name)(*args))
 
 

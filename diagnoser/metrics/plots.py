@@ -26,6 +26,19 @@ PHASE_HATCH = {Phase.DETECTION: "////", Phase.DIAGNOSIS: "xxx", Phase.RESTART: "
 POLICY_COLOURS = {"naive": "#d62728", "diagnoser": "#1f77b4", "oracle": "#2ca02c"}
 
 
+TIME_UNITS = (("seconds", 1.0, 120.0), ("minutes", 60.0, 2 * 3600.0), ("hours", 3600.0, 3 * 86400.0),
+              ("days", 86400.0, float("inf")))
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """The unit a time axis of `span_s` seconds reads best in: (name, seconds per unit). A 6-minute run is drawn in
+    minutes (not 0.1 hours), a month in days."""
+    for name, seconds, below in TIME_UNITS:
+        if span_s < below:
+            return name, seconds
+    return TIME_UNITS[-1][0], TIME_UNITS[-1][1]
+
+
 def _pyplot():
     import matplotlib
 
@@ -55,13 +68,15 @@ def plot_report(timelines: list[Timeline], report: Report, path: str | Path, win
     rows = [(tl, a) for tl in shown for a in tl.attempts] or [(tl, None) for tl in shown]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 3.2 + 0.25 * len(rows) + 6),
                                         gridspec_kw={"height_ratios": [max(len(rows), 3), 3, 3]})
+    ends = [iv.start + iv.seconds for tl in shown for iv in tl.intervals]
+    unit, per = time_unit(max(ends, default=0.0))
+    h = 1 / per
     ylabels = []
     for y, (tl, a) in enumerate(rows):
         ylabels.append(f"{tl.job_id} #{a.attempt}" if a else tl.job_id)
         cause = {f.index: f.category for f in tl.failures}
         ivs = [iv for iv in tl.intervals if a is None or iv.attempt == a.attempt]
         for iv in ivs:
-            h = 1 / 3600
             colour = CATEGORY_COLOURS[cause[iv.failure]] if iv.failure is not None else PHASE_COLOURS.get(
                 iv.phase, "#cccccc")
             hatch = PHASE_HATCH.get(iv.phase)
@@ -69,10 +84,10 @@ def plot_report(timelines: list[Timeline], report: Report, path: str | Path, win
                             edgecolor="white" if hatch else "none", linewidth=0.3 if hatch else 0)
         for f in tl.failures:
             if a is not None and f.attempt == a.attempt:
-                ax1.plot([f.time / 3600], [y], marker="v", color="black", markersize=5)
+                ax1.plot([f.time * h], [y], marker="v", color="black", markersize=5)
     ax1.set_yticks(range(len(rows)), ylabels, fontsize=8)
     ax1.invert_yaxis()
-    ax1.set_xlabel("hours since run start")
+    ax1.set_xlabel(f"{unit} since run start")
     ax1.set_title("Attempts: productive (green), lost time coloured by failure cause")
     handles = [Patch(facecolor=PHASE_COLOURS[p], label=p.value) for p in (Phase.PRODUCTIVE, Phase.CHECKPOINT,
                                                                            Phase.STARTUP)]
@@ -82,21 +97,22 @@ def plot_report(timelines: list[Timeline], report: Report, path: str | Path, win
 
     cats = [g.key for g in report.total.by_category] or ["(no failures)"]
     left = [0.0] * len(cats)
+    lost_unit, lost_per = time_unit(max((sum(g.lost_s.values()) for g in report.total.by_category), default=0.0))
     for p in LOST_PHASES:
-        vals = [g.lost_s[p.value] / 3600 for g in report.total.by_category] or [0.0]
+        vals = [g.lost_s[p.value] / lost_per for g in report.total.by_category] or [0.0]
         ax2.barh(cats, vals, left=left, label=p.value, hatch=PHASE_HATCH[p], edgecolor="white",
                  color=[_CAT_BY_NAME.get(c, "#999999") for c in cats])
         left = [lo + v for lo, v in zip(left, vals, strict=True)]
-    ax2.set_xlabel("hours lost")
+    ax2.set_xlabel(f"{lost_unit} lost")
     ax2.set_title("Downtime by category (detection / diagnosis / restart / recompute)")
     ax2.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch=PHASE_HATCH[p], label=p.value)
                         for p in LOST_PHASES], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
     for tl in shown:
         pts = sliding_ettr(tl, window_s)
-        ax3.plot([t / 3600 for t, _ in pts], [e for _, e in pts], label=tl.job_id)
+        ax3.plot([t * h for t, _ in pts], [e for _, e in pts], label=tl.job_id)
     ax3.set_ylim(0, 1.05)
-    ax3.set_xlabel("hours since run start")
+    ax3.set_xlabel(f"{unit} since run start")
     ax3.set_ylabel("ETTR")
     ax3.set_title("ETTR over a sliding window")
     if len(shown) > 1:

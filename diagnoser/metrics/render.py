@@ -31,7 +31,8 @@ def _table(*columns: str, title: str) -> Table:
     t = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, title_justify="left",
               collapse_padding=True)
     for i, c in enumerate(columns):
-        t.add_column(c, no_wrap=True, min_width=len(c), justify="left" if i == 0 else "right")
+        # the first column names things (nodes, categories): folded, never cut with '…'
+        t.add_column(c, no_wrap=i > 0, overflow="fold", min_width=len(c), justify="left" if i == 0 else "right")
     return t
 
 

@@ -1,7 +1,9 @@
 """Runbooks: one markdown file per failure class, signatures in YAML front matter.
 
 The library lives in `runbooks/` at the top of the project (installed under
-`<prefix>/share/diagnoser/runbooks`); `DIAGNOSER_RUNBOOKS` or `--runbooks` point elsewhere.
+`<prefix>/share/diagnoser/runbooks`). A site directory (`--runbooks` or `DIAGNOSER_RUNBOOKS`) adds to it: a
+site runbook with a new id is one more rule, one with a shipped id replaces that runbook (`source` and
+`overrides` say which file replaced which).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Runbook(BaseModel):
     # a fault the vendor attributes to the program or the part: this many distinct processes hitting it on
     # one GPU make it the GPU's (prefilter/recurrence.py)
     part_fault_after: int | None = Field(default=None, ge=2)
+    source: str = ""  # the file this runbook was read from
+    overrides: str | None = None  # the shipped runbook file a site runbook of the same id replaces
 
     @property
     def culprit_scope(self) -> str:
@@ -114,30 +118,47 @@ def parse_runbook(path: Path) -> Runbook:
     if not isinstance(meta, dict):
         raise RunbookError(f"{path}: front matter must be a mapping")
     try:
-        return Runbook(**meta, body=m.group(2), path=f"runbooks/{path.name}")
+        return Runbook(**meta, body=m.group(2), path=f"runbooks/{path.name}", source=str(path))
     except (ValueError, TypeError) as exc:
         raise RunbookError(f"{path}: {exc}") from exc
 
 
 def default_runbook_dir() -> Path:
-    """Where the runbooks are: env, the source checkout, then the installed share dir."""
+    """The site directory if one is set (`DIAGNOSER_RUNBOOKS`), else the shipped one."""
     return shipped_dir("runbooks", "DIAGNOSER_RUNBOOKS")
 
 
-def load_runbooks(directory: Path | None = None, catalogs: bool = True) -> list[Runbook]:
-    """Every `*.md` runbook of a directory (sorted by id), then the rules of the shipped failure
-    catalogs (`prefilter/catalog.py`) that no runbook overrides by id."""
-    directory = directory or default_runbook_dir()
-    if not directory.is_dir():
-        raise RunbookError(f"runbook directory not found: {directory} (set DIAGNOSER_RUNBOOKS)")
+def shipped_runbook_dir() -> Path:
+    """The runbooks shipped with diagnoser: the source checkout, then the installed share dir."""
+    return shipped_dir("runbooks", None)
+
+
+def _read_dir(directory: Path) -> list[Runbook]:
     books = [parse_runbook(p) for p in sorted(directory.glob("*.md")) if not p.name.startswith(("_", "README"))]
     seen: dict[str, str] = {}
     for book in books:
         if book.id in seen:
-            raise RunbookError(f"duplicate runbook id {book.id!r} in {book.path} and {seen[book.id]}")
-        seen[book.id] = book.path
+            raise RunbookError(f"duplicate runbook id {book.id!r} in {book.source} and {seen[book.id]}")
+        seen[book.id] = book.source
     if not books:
         raise RunbookError(f"no runbooks in {directory}")
+    return books
+
+
+def load_runbooks(directory: Path | None = None, catalogs: bool = True) -> list[Runbook]:
+    """The shipped runbooks, with a site directory's on top (`directory`, else `$DIAGNOSER_RUNBOOKS`): new ids
+    are added, shipped ids replaced in place; then the rules of the shipped failure catalogs
+    (`prefilter/catalog.py`) that no runbook overrides by id."""
+    shipped = shipped_runbook_dir()
+    site = directory or default_runbook_dir()
+    if not site.is_dir():
+        raise RunbookError(f"runbook directory not found: {site} (--runbooks / DIAGNOSER_RUNBOOKS)")
+    by_id = {b.id: b for b in _read_dir(shipped)} if shipped.is_dir() else {}
+    if not shipped.is_dir() or site.resolve() != shipped.resolve():
+        for book in _read_dir(site):
+            replaced = by_id.get(book.id)
+            by_id[book.id] = book.model_copy(update={"overrides": replaced.source}) if replaced else book
+    books = list(by_id.values())  # shipped in file order, site additions after them
     if catalogs:
         from diagnoser.prefilter.catalog import load_catalog_rules  # the catalog builds on this module
 

@@ -107,17 +107,17 @@ def retrieval_verdict(evidence_text: str, k: int = 5, store_path: Path | None = 
 
 
 def similar_runbooks(evidence_text: str, k: int = 3, runbook_dir: Path | None = None) -> list[tuple[RunbookDoc, float]]:
-    """The `k` runbooks whose text is closest to the evidence (for failures no signature matched)."""
+    """The `k` runbooks whose text is closest to the evidence (for failures no signature matched): the shipped
+    ones and a site directory's (`runbook_dir`, else $DIAGNOSER_RUNBOOKS), which override them by id."""
     try:
-        if runbook_dir is None:
-            from diagnoser.prefilter.runbooks import default_runbook_dir
+        from diagnoser.prefilter.runbooks import default_runbook_dir, shipped_runbook_dir
 
-            runbook_dir = default_runbook_dir()
-        files = tuple(sorted((p.name, p.stat().st_mtime) for p in Path(runbook_dir).glob("*.md")))
-        key = (Path(runbook_dir), files)
+        dirs = list(dict.fromkeys([shipped_runbook_dir(), Path(runbook_dir or default_runbook_dir())]))
+        files = tuple(sorted((str(p), p.stat().st_mtime) for d in dirs for p in d.glob("*.md")))
+        key = (tuple(dirs), files)
         if key not in _runbooks:
             _runbooks.clear()
-            _runbooks[key] = RunbookIndex.from_dir(Path(runbook_dir))
+            _runbooks[key] = RunbookIndex.from_dirs(dirs)
         return _runbooks[key].search(evidence_text, k)
     except Exception as exc:  # noqa: BLE001 - retrieval must never break a triage
         log.warning("runbook retrieval skipped: %s: %s", type(exc).__name__, exc)

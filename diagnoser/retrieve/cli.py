@@ -76,16 +76,13 @@ def _diagnosis(source: str) -> Diagnosis:
 
 
 def _table(rows: list[tuple[Incident, float | None]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from diagnoser.tables import print_rows
 
     scored = any(score is not None for _, score in rows)
-    table = Table("id", *(["score"] if scored else []), "category", "subtype", "action", "status", "count",
-                  "last seen", header_style="bold")
-    for inc, score in rows:
-        table.add_row(inc.id, *([f"{score:.2f}"] if scored else []), inc.category.value, inc.subtype,
-                      inc.action.value, inc.status.value, str(inc.count), inc.last_seen.strftime("%Y-%m-%d %H:%M"))
-    Console().print(table)
+    headers = ("id", *(["score"] if scored else []), "category", "subtype", "action", "status", "count", "last seen")
+    print_rows(headers, [(inc.id, *([f"{score:.2f}"] if scored else []), inc.category.value, inc.subtype,
+                          inc.action.value, inc.status.value, inc.count, inc.last_seen.strftime("%Y-%m-%d %H:%M"))
+                         for inc, score in rows])
 
 
 def _show(inc: Incident, as_json: bool, note: str = "") -> None:

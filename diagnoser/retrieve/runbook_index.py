@@ -86,6 +86,12 @@ class RunbookIndex:
     def from_dir(cls, directory: Path) -> RunbookIndex:
         return cls(read_runbooks(directory))
 
+    @classmethod
+    def from_dirs(cls, directories: list[Path]) -> RunbookIndex:
+        """Runbooks of several directories; a later directory's runbook replaces an earlier one of the same id."""
+        docs = {d.id: d for directory in directories for d in read_runbooks(directory)}
+        return cls(sorted(docs.values(), key=lambda d: d.id))
+
     def __len__(self) -> int:
         return len(self.docs)
 

@@ -8,7 +8,8 @@
     diagnoser slurm-run [OPTIONS] -- sbatch -N 2 train.sbatch   # submit, watch, triage, recover
     diagnoser slurm-hook 4242 [--detach]                 # epilog style: triage a finished job, act
 
-Slurm options read DIAGNOSER_SLURM_* variables as well (see `executor.executor_from_env`).
+Options not given come from the `[slurm]` (and `[run]`) settings: the settings file, `DIAGNOSER_SLURM__<KEY>`, or
+the older DIAGNOSER_SLURM_* variables (see `diagnoser config show`).
 """
 
 from __future__ import annotations
@@ -54,10 +55,19 @@ def collect_slurm_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest (and diagnosis) as JSON")] = False,
 ) -> None:
     """Collect a Slurm job's record, outputs, nodes and kernel logs into DIR, then triage it."""
+    from diagnoser.errors import ConfigError
+    from diagnoser.settings import load_settings
     from diagnoser.slurm.collect import CollectOptions, collect_job
 
+    given = {"kernel_log_dir": kernel_log_dir, "kernel_via_srun": kernel_via_srun or None,
+             "task_output": tuple(task_output) if task_output else None}
+    try:
+        s = load_settings(cli={"slurm": given}).settings.slurm  # options not given: the [slurm] settings
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
     cli = SlurmCLI()
-    opts = CollectOptions(kernel=KernelSource(kernel_log_dir, kernel_via_srun), task_output=tuple(task_output or ()))
+    opts = CollectOptions(kernel=KernelSource(s.kernel_log_dir, s.kernel_via_srun), task_output=s.task_output)
     result = collect_job(cli, job_id, out, opts)
     if result.job is None:
         _fail(f"job {job_id}: {'; '.join(result.notes) or 'no record'}")
@@ -148,19 +158,20 @@ def slurm_run_command(
     kernel_log_dir: KernelDir = None,
     kernel_via_srun: ViaSrun = False,
     task_output: TaskOutput = None,
-    max_drains: Annotated[int, typer.Option(envvar="DIAGNOSER_SLURM_MAX_DRAINS",
-                                            help="Nodes drained by diagnoser per window, cluster-wide")] = 2,
-    drain_window: Annotated[str, typer.Option(help="Window of the drain cap")] = "1h",
-    poll: Annotated[float, typer.Option(help="Seconds between `scontrol show job` polls")] = 1.0,
+    max_drains: Annotated[int | None, typer.Option(
+        envvar="DIAGNOSER_SLURM_MAX_DRAINS", help="Nodes drained by diagnoser per window, cluster-wide [2]")] = None,
+    drain_window: Annotated[str | None, typer.Option(help="Window of the drain cap [1h]")] = None,
+    poll: Annotated[float | None, typer.Option(help="Seconds between `scontrol show job` polls [1.0]")] = None,
     ops_log: OpsLog = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout")] = False,
 ) -> None:
     """Submit a batch job and supervise it: on failure collect, triage, and requeue / exclude / drain."""
     from diagnoser.act.cli import _supervise
-    from diagnoser.act.config import ConfigError, build_config
     from diagnoser.act.controller import Controller
     from diagnoser.act.summary import render_summary, summarize
+    from diagnoser.errors import ConfigError
     from diagnoser.metrics.cli import parse_duration
+    from diagnoser.settings import load_settings
     from diagnoser.slurm.executor import SlurmExecutor
 
     if not command:
@@ -173,14 +184,21 @@ def slurm_run_command(
     options = {"run_dir": run_dir, "job_id": job_id, "notify_command": notify, "collect_stacks": False,
                "hang_timeout_s": parse_duration(hang_timeout) if hang_timeout else None,
                "startup_timeout_s": parse_duration(startup_timeout) if startup_timeout else None}
+    slurm = {"kernel_log_dir": kernel_log_dir, "kernel_via_srun": kernel_via_srun or None,
+             "task_output": tuple(task_output) if task_output else None, "max_drains": max_drains,
+             "drain_window_s": parse_duration(drain_window) if drain_window else None, "poll_s": poll,
+             "ops_log": ops_log}
     try:
-        cfg = build_config(config, options, policy)
+        settings = load_settings(config, cli={"run": {**options, "policy": policy}, "slurm": slurm},
+                                 legacy="run").settings
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
         return
-    executor = SlurmExecutor(Path(cfg.run_dir), SlurmCLI(), KernelSource(kernel_log_dir, kernel_via_srun),
-                             tuple(task_output or ()), DrainGuard(max_drains, parse_duration(drain_window)),
-                             ops_log or default_ops_log(), poll)
+    cfg, s = settings.run, settings.slurm
+    executor = SlurmExecutor(Path(cfg.run_dir), SlurmCLI(dry_run=s.dry_run),
+                             KernelSource(s.kernel_log_dir, s.kernel_via_srun), s.task_output,
+                             DrainGuard(s.max_drains, s.drain_window_s, s.drain_lock),
+                             s.ops_log or default_ops_log(), s.poll_s)
     err = Console(stderr=True)
     controller = Controller(cfg, command, executor=executor)
     if controller.prepare_note:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from diagnoser.hostlist import compress_hostlist
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
 from diagnoser.slurm.records import NodeRecord
 
@@ -173,7 +174,8 @@ def _drain_locked(cli: SlurmCLI, nodes: list[str], reason: str, guard: DrainGuar
     recent = [n.name for n in guard.recent(everyone, now) if n.name not in nodes]
     if todo and len(recent) + len(todo) > guard.max_nodes:
         detail = (f"drain cap: {len(recent)} node(s) drained by diagnoser within {guard.window_s:.0f} s "
-                  f"({', '.join(recent) or 'none'}); draining {todo} would exceed {guard.max_nodes}")
+                  f"({compress_hostlist(recent) or 'none'}); draining {compress_hostlist(todo)} would exceed "
+                  f"{guard.max_nodes}")
         for n in todo:
             log_op(ops_log, "drain", n, False, detail, reason=reason)
         return DrainResult(False, detail, [], already)

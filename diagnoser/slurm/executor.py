@@ -311,21 +311,18 @@ def handle_evidence(handle: SlurmHandle, job: JobRecord | None, output_bytes: in
 
 
 def executor_from_env(run_dir: Path, env: dict[str, str] | None = None) -> SlurmExecutor:
-    """A SlurmExecutor configured by DIAGNOSER_SLURM_* variables (for `diagnoser run --executor slurm`):
-    KERNEL_LOG_DIR (template with {node}), KERNEL_VIA_SRUN=1, TASK_OUTPUT (patterns, ':'-separated),
-    MAX_DRAINS (default 2), DRAIN_WINDOW_S (3600), POLL_S (1.0), OPS_LOG (path), DRY_RUN=1."""
+    """A SlurmExecutor configured by the `[slurm]` settings (for `diagnoser run --executor slurm`): the settings
+    file, `DIAGNOSER_SLURM__<KEY>` or the older DIAGNOSER_SLURM_* variables: KERNEL_LOG_DIR (template with {node}),
+    KERNEL_VIA_SRUN=1, TASK_OUTPUT (patterns, ':'-separated), MAX_DRAINS (default 2), DRAIN_WINDOW_S (3600),
+    POLL_S (1.0), OPS_LOG (path), DRY_RUN=1."""
+    from diagnoser.settings import load_settings
     from diagnoser.slurm.drain import default_ops_log
 
-    e = os.environ if env is None else env
-    get = e.get
-    kernel = KernelSource(log_dir=get("DIAGNOSER_SLURM_KERNEL_LOG_DIR") or None,
-                          via_srun=get("DIAGNOSER_SLURM_KERNEL_VIA_SRUN") == "1")
-    tasks = tuple(p for p in (get("DIAGNOSER_SLURM_TASK_OUTPUT") or "").split(":") if p)
-    guard = DrainGuard(int(get("DIAGNOSER_SLURM_MAX_DRAINS", "2")),
-                       float(get("DIAGNOSER_SLURM_DRAIN_WINDOW_S", "3600")))
-    ops = Path(get("DIAGNOSER_SLURM_OPS_LOG")) if get("DIAGNOSER_SLURM_OPS_LOG") else default_ops_log()
-    cli = SlurmCLI(dry_run=get("DIAGNOSER_SLURM_DRY_RUN") == "1")
-    return SlurmExecutor(run_dir, cli, kernel, tasks, guard, ops, float(get("DIAGNOSER_SLURM_POLL_S", "1.0")))
+    s = load_settings(env=env).settings.slurm
+    kernel = KernelSource(log_dir=s.kernel_log_dir, via_srun=s.kernel_via_srun)
+    guard = DrainGuard(s.max_drains, s.drain_window_s, s.drain_lock)
+    return SlurmExecutor(run_dir, SlurmCLI(dry_run=s.dry_run), kernel, s.task_output, guard,
+                         s.ops_log or default_ops_log(), s.poll_s)
 
 
 def make_executor(name: str, config) -> Executor:

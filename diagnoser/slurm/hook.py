@@ -255,31 +255,39 @@ def _notify(cfg: HookConfig, layout: RunLayout, rec: JobRecord, attempt: int, ac
 
 def hook_command(
     job_id: Annotated[str, typer.Argument(envvar="SLURM_JOB_ID", help="The finished job [$SLURM_JOB_ID]")],
-    state_dir: Annotated[Path, typer.Option(envvar="DIAGNOSER_SLURM_STATE_DIR",
-                                            help="Where per-job audit logs and evidence go")] = Path("diagnoser-slurm"),
+    state_dir: Annotated[Path | None, typer.Option(envvar="DIAGNOSER_SLURM_STATE_DIR",
+                                                   help="Where per-job audit logs and evidence go "
+                                                   "[./diagnoser-slurm]")] = None,
     config: Annotated[Path | None, typer.Option("--config", envvar="DIAGNOSER_CONFIG",
-                                                help="YAML/TOML config: its `policy:` section is used")] = None,
+                                                help="Settings file: its [run.policy] and [slurm] are used")] = None,
     kernel_log_dir: Annotated[str | None, typer.Option(envvar="DIAGNOSER_SLURM_KERNEL_LOG_DIR")] = None,
     kernel_via_srun: Annotated[bool, typer.Option(envvar="DIAGNOSER_SLURM_KERNEL_VIA_SRUN")] = False,
     task_output: Annotated[list[str] | None, typer.Option(help="srun per-task output pattern")] = None,
     opt_in: Annotated[str, typer.Option(help="Only jobs whose Comment contains this ('' = all)")] = "diagnoser",
-    max_drains: Annotated[int, typer.Option(envvar="DIAGNOSER_SLURM_MAX_DRAINS")] = 2,
-    drain_window_s: Annotated[float, typer.Option()] = 3600.0,
+    max_drains: Annotated[int | None, typer.Option(envvar="DIAGNOSER_SLURM_MAX_DRAINS", help="[2]")] = None,
+    drain_window_s: Annotated[str | None, typer.Option(help="Window of the drain cap: 3600, 1h, 01:00:00 [1h]")] = None,
     ops_log: Annotated[Path | None, typer.Option(envvar="DIAGNOSER_SLURM_OPS_LOG")] = None,
     notify: Annotated[str | None, typer.Option(envvar="DIAGNOSER_NOTIFY_COMMAND")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Triage a finished Slurm job and requeue / exclude / drain / leave it failed (epilog style)."""
-    from diagnoser.act.config import ConfigError, build_config
+    from diagnoser.errors import ConfigError
+    from diagnoser.settings import load_settings
     from diagnoser.slurm.drain import default_ops_log
 
+    slurm = {"state_dir": state_dir, "kernel_log_dir": kernel_log_dir, "kernel_via_srun": kernel_via_srun or None,
+             "task_output": tuple(task_output) if task_output else None, "max_drains": max_drains,
+             "drain_window_s": drain_window_s, "ops_log": ops_log}  # a duration string: [slurm] validates it
     try:
-        policy = build_config(config).policy
+        settings = load_settings(config, cli={"slurm": slurm}, legacy="run").settings
     except (ConfigError, ValueError) as exc:
         typer.echo(f"diagnoser: {exc}", err=True)
         raise typer.Exit(2) from None
-    cfg = HookConfig(state_dir, policy, KernelSource(kernel_log_dir, kernel_via_srun), tuple(task_output or ()),
-                     DrainGuard(max_drains, drain_window_s), ops_log or default_ops_log(), opt_in, notify)
+    s = settings.slurm
+    cfg = HookConfig(s.state_dir or Path("diagnoser-slurm"), settings.run.policy,
+                     KernelSource(s.kernel_log_dir, s.kernel_via_srun), s.task_output,
+                     DrainGuard(s.max_drains, s.drain_window_s, s.drain_lock), s.ops_log or default_ops_log(),
+                     opt_in, notify or settings.run.notify_command)
     try:
         result = handle_job(SlurmCLI(), job_id, cfg)
     except SlurmError as exc:
