@@ -15,6 +15,7 @@ Nothing here names a host, a path or log text: labels are closed sets (plus the 
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE  # noqa: F401 - re-exported for the service
@@ -89,11 +90,14 @@ class RunObserver:
     """Folds the controller's audit events into the metrics (hooked at `Controller._emit`, the one place
     every event passes). Times come from the run's timeline, as `diagnoser report` computes them."""
 
+    FOLD_EVERY_S = 2.0  # ETTR follows progress at most this often (a fold rebuilds the run's timeline)
+
     def __init__(self, metrics: Metrics, job_id: str) -> None:
         self.metrics, self.job_id = metrics, job_id
         self.events: list[AuditEvent] = []
         self._diagnosed: set[int] = set()
         self._restarted: set[int] = set()
+        self._folded = 0.0  # monotonic time of the last fold (progress refolds at most every FOLD_EVERY_S)
 
     def __call__(self, event: AuditEvent) -> None:
         self.events.append(event)
@@ -107,10 +111,12 @@ class RunObserver:
             m.decisions.labels(event.action.value).inc()
         waiting = len(self._restarted) < len(self._diagnosed)  # a restart not yet seen resuming
         if event.type in ("decision", "attempt_started", "attempt_finished", "run_finished") or (
-                waiting and event.type in ("progress", "checkpoint_saved")):
+                event.type in ("progress", "checkpoint_saved")
+                and (waiting or time.monotonic() - self._folded >= self.FOLD_EVERY_S)):
             self._fold()
 
     def _fold(self) -> None:
+        self._folded = time.monotonic()
         from diagnoser.metrics.goodput import run_metrics
         from diagnoser.metrics.timeline import build_timeline
 
