@@ -163,6 +163,8 @@ def test_unsafe_archives_and_names_are_refused(world: dict, tmp_path: Path) -> N
     assert r.status_code == 400 and "link or special file" in r.json()["detail"]
     r = c.post("/v1/triage/upload", files=[("files", ("../rank0.log", b"boom\n"))])
     assert r.status_code == 400
+    r = c.post("/v1/triage/upload", files=[("files", ("a/rank0.log", b"one\n")), ("files", ("a/rank0.log", b"two\n"))])
+    assert r.status_code == 400 and "given twice" in r.json()["detail"]
     r = c.post("/v1/triage/upload", files=[("files", ("job.tgz", b"not an archive"))])
     assert r.status_code == 400 and "not a readable tar archive" in r.json()["detail"]
     assert not (world["tmp"] / "evil.log").exists() and not list(world["tmp"].glob("diagnoser-upload-*"))
@@ -305,9 +307,13 @@ class SlowEndpoint:
     """An OpenAI-compatible endpoint on loopback that answers too late (the LLM stage times out)."""
 
     def __init__(self, delay: float) -> None:
+        self.requests = 0
+        outer = self
+
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 self.rfile.read(int(self.headers.get("content-length", 0)))
+                outer.requests += 1
                 time.sleep(delay)
                 try:
                     self.send_response(500)
@@ -324,8 +330,10 @@ class SlowEndpoint:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
 
 
 def test_full_queue_gets_429_and_llm_timeouts_are_counted(world: dict) -> None:
@@ -360,3 +368,36 @@ def test_refuses_to_listen_beyond_loopback_without_a_token() -> None:
     proc = subprocess.run([sys.executable, "-m", "diagnoser.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
                           capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, timeout=60)
     assert proc.returncode == 2 and "without a token" in proc.stderr
+
+
+def test_a_killed_worker_fails_its_job_and_the_service_recovers(world: dict) -> None:
+    import psutil
+
+    llm = SlowEndpoint(delay=30.0)
+    env = {**world["env"], "DIAGNOSER_LLM_BASE_URL": llm.url, "DIAGNOSER_LLM_MODEL": "m",
+           "DIAGNOSER_LLM_TIMEOUT": "20", "DIAGNOSER_LLM_CACHE_DIR": "off"}
+    server = Server("--root", str(world["root"]), "--workers", "1", env=env)
+    try:
+        with server.client(TOKEN) as c:
+            path = str(world["root"] / XID79)
+            first = c.post("/v1/triage", json={"paths": [path], "async": True})
+            deadline = time.monotonic() + 30
+            while llm.requests == 0:  # the worker is inside the triage, waiting for the model
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            workers = [p for p in psutil.Process(server.proc.pid).children(recursive=True)
+                       if "spawn_main" in " ".join(p.cmdline())]
+            assert workers
+            for p in workers:
+                p.kill()
+            while (job := c.get(first.headers["location"]).json())["status"] == "pending":
+                assert time.monotonic() < deadline + 30
+                time.sleep(0.1)
+            assert job["status"] == "failed" and "triage worker failed" in job["error"]
+            llm.close()
+            r = c.post("/v1/triage", json={"paths": [path]})  # a fresh pool answers
+            assert r.status_code == 200 and r.json()["category"] == "hardware"
+            assert metric(c.get("/metrics").text, "diagnoser_triage_requests_total", kind="path", status="error") == 1
+    finally:
+        server.stop()
+        llm.close()

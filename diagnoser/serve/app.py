@@ -33,7 +33,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": text} for code, text in (
         (400, "Unusable request"), (401, "Missing or wrong token"), (403, "Path outside the configured roots"),
         (413, "Request body too large"), (422, "Invalid body, or logs with nothing to triage"),
-        (429, "Every worker busy and the queue full: retry later"))}
+        (429, "Every worker busy and the queue full: retry later"), (500, "The triage worker died"),
+        (503, "Incident store unusable"))}
 
 
 def job_status(job: Job) -> JobStatus:
@@ -76,7 +77,7 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
                                 headers={"Location": location})
         await asyncio.wrap_future(job.future)
         if job.status == "failed":
-            raise HTTPException(422, job.error)
+            raise HTTPException(500 if job.crashed else 422, job.error)
         return job.result
 
     def submit(kind: str, paths: list[str], within: list[str] | None, cleanup: UploadDir | None = None) -> Job:

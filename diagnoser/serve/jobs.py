@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +41,7 @@ class Job:
     seconds: float | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    crashed: bool = False  # the worker died (not the logs' fault)
     future: Future = field(default_factory=Future, repr=False)
 
 
@@ -79,19 +80,26 @@ class Jobs:
                 self._jobs.popitem(last=False)
         started = time.monotonic()
         try:
-            inner = self._pool.submit(work.triage_job, paths, within)
-        except (BrokenProcessPool, RuntimeError):  # a worker died (e.g. killed for memory): a fresh pool
-            self._pool = self._new_pool()
-            inner = self._pool.submit(work.triage_job, paths, within)
+            try:
+                inner = self._pool.submit(work.triage_job, paths, within)
+            except BrokenProcessPool:  # a worker died (e.g. killed for memory): a fresh pool
+                self._pool = self._new_pool()
+                inner = self._pool.submit(work.triage_job, paths, within)
+        except BaseException:
+            with self._lock:
+                self._active -= 1
+                self._jobs.pop(job.id, None)
+            raise
         inner.add_done_callback(lambda f: self._finish(job, f, started, cleanup))
         return job
 
     def _finish(self, job: Job, inner: Future, started: float, cleanup: Path | None) -> None:
         try:
             out = inner.result()
-        except Exception as exc:  # noqa: BLE001 - a crashed worker fails this job, not the service
+        except (Exception, CancelledError) as exc:  # a crashed worker fails this job, not the service
             log.error("triage job %s failed: %s: %s", job.id, type(exc).__name__, exc)
-            out = {"ok": False, "error": f"triage worker failed ({type(exc).__name__})", "crash": True}
+            out = {"ok": False, "error": f"triage worker failed ({type(exc).__name__})"}
+            job.crashed = True
         job.seconds = time.monotonic() - started
         job.finished = datetime.now(UTC)
         if out["ok"]:
@@ -112,4 +120,10 @@ class Jobs:
         return self._jobs.get(job_id)
 
     def close(self) -> None:
+        """Stop now: queued triages are cancelled, running ones' processes terminated (a 1 GB triage
+        must not hold up a restart of the service)."""
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())  # the executor's own map
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
