@@ -100,13 +100,23 @@ def test_path_triage_is_the_cli_verdict(world: dict) -> None:
     same_verdict(got, cli_triage(path, world["env"]))
 
 
+def test_a_job_id_is_the_newest_attempt_of_a_run_directory(world: dict) -> None:
+    run = world["root"] / "job-4711"
+    for n, fixture in ((1, XID79), (2, "cuda-oom-one-of-16-srun-label")):
+        shutil.copytree(FIXTURES / fixture, run / f"attempt-00{n}" / "logs")
+        os.utime(run / f"attempt-00{n}", (time.time() - 100 + n, time.time() - 100 + n))
+    got = world["client"].post("/v1/triage", json={"paths": ["job-4711"]}).json()
+    same_verdict(got, cli_triage(run / "attempt-002" / "logs", world["env"]))
+    assert world["client"].post("/v1/triage", json={"paths": ["no-such-job"]}).status_code == 403
+
+
 def test_paths_outside_the_roots_are_refused(world: dict) -> None:
     c, root = world["client"], world["root"]
     for path in ("/etc", str(root / ".." / "outside"), str(root / "escape"), str(root / "escape" / "dmesg.log"),
-                 "relative/path"):
+                 "relative/path", "..", "escape"):
         r = c.post("/v1/triage", json={"paths": [str(root / XID79), path]})
         assert r.status_code == 403, (path, r.text)
-        assert "not below an allowed log root" in r.json()["detail"]
+        assert "below an allowed log root" in r.json()["detail"]
     r = c.post("/v1/triage", json={"paths": [str(root / "no-such-job")]})
     assert r.status_code == 403 and "no such file" in r.json()["detail"]
     # a symlink inside an allowed directory that leads out is not read

@@ -88,15 +88,28 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
                 cleanup.remove()
             raise HTTPException(429, str(exc), headers={"Retry-After": "5"}) from None
 
+    def resolve(arg: str) -> list[str]:
+        """A path below a root, or a job id: a `diagnoser run` directory in a root (its newest attempt's logs)."""
+        if "/" not in arg:
+            for runs in roots:
+                try:
+                    return resolve_target(arg, roots, runs)[1]
+                except TargetError:
+                    continue
+        if not arg.startswith(("/", "~")):  # relative to the server's working directory: meaningless to a caller
+            raise TargetError(f"`{arg}` is not a known job id and not an absolute path below an allowed log root")
+        return resolve_target(arg, roots)[1]
+
     @api.post("/v1/triage", response_model=Diagnosis, dependencies=auth, tags=["triage"],
               responses={202: {"model": JobStatus, "description": "Accepted (async): poll Location"}, **ERRORS})
     async def triage_paths(body: TriageRequest, request: Request) -> Any:
         """Triage logs on the server below its configured roots (the chat bot's rules: symlinks that
-        lead out are refused). The verdict is `diagnosis/v1`, redacted as the CLI's."""
+        lead out are refused; a bare name is a run directory's job id). The verdict is `diagnosis/v1`,
+        redacted as the CLI's."""
         paths: list[str] = []
         for arg in body.paths:
             try:
-                paths += resolve_target(arg, roots)[1]
+                paths += resolve(arg)
             except TargetError as exc:
                 raise HTTPException(403, str(exc)) from None
         return await finish(submit("path", paths, [str(r) for r in roots]), not body.async_, request)

@@ -16,7 +16,8 @@ class TriageRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    paths: list[str] = Field(min_length=1, max_length=1000, description="Files or directories below a root")
+    paths: list[str] = Field(min_length=1, max_length=1000, description="Files or directories below a root, or "
+                             "job ids (a `diagnoser run` directory directly in a root: its newest attempt's logs)")
     async_: bool = Field(default=False, alias="async", description="Answer 202 + Location and run in the background")
 
 
