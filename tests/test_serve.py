@@ -146,7 +146,7 @@ def test_upload_of_a_tgz_is_the_cli_verdict_and_leaves_nothing_behind(world: dic
         r = c.post("/v1/triage/upload", files=[("files", (f"{name}.tar.gz", tgz(FIXTURES / name)))])
         assert r.status_code == 200, r.text
         same_verdict(r.json(), cli_triage(FIXTURES / name, world["env"]))
-    assert not list(world["tmp"].glob("diagnoser-upload-*"))
+    assert not list(world["tmp"].glob("diagnoser-*"))
 
 
 def test_upload_of_files_keeps_their_relative_names(world: dict) -> None:
@@ -155,6 +155,15 @@ def test_upload_of_files_keeps_their_relative_names(world: dict) -> None:
     r = world["client"].post("/v1/triage/upload", files=parts)
     assert r.status_code == 200, r.text
     same_verdict(r.json(), cli_triage(job, world["env"]))
+
+
+def test_an_upload_may_hold_thousands_of_files(world: dict) -> None:
+    job = FIXTURES / XID79
+    parts = [("files", (str(p.relative_to(job)), p.read_bytes())) for p in sorted(job.rglob("*")) if p.is_file()]
+    parts += [("files", (f"extra/node{i}/rank{i}.log", b"step 1 loss 2.0\n")) for i in range(2000)]
+    r = world["client"].post("/v1/triage/upload", files=parts)
+    assert r.status_code == 200, r.text
+    assert (r.json()["subtype"], r.json()["stats"]["files"]) == ("gpu_xid_79", len(parts))
 
 
 def test_unsafe_archives_and_names_are_refused(world: dict, tmp_path: Path) -> None:
@@ -175,9 +184,16 @@ def test_unsafe_archives_and_names_are_refused(world: dict, tmp_path: Path) -> N
     assert r.status_code == 400
     r = c.post("/v1/triage/upload", files=[("files", ("a/rank0.log", b"one\n")), ("files", ("a/rank0.log", b"two\n"))])
     assert r.status_code == 400 and "given twice" in r.json()["detail"]
+    r = c.post("/v1/triage/upload", data={"note": "x"}, files=[("files", ("rank0.log", b"boom\n"))])
+    assert r.status_code == 400 and "only `files` file parts" in r.json()["detail"]
+    body = b'--b\r\nContent-Disposition: form-data; name="files"; filename="rank0.log"\r\n\r\nRuntimeError: boom\n'
+    r = c.post("/v1/triage/upload", content=body, headers={"content-type": "multipart/form-data; boundary=b"})
+    assert r.status_code == 400 and "truncated" in r.json()["detail"]
+    r = c.post("/v1/triage/upload", content=b"rank0 log", headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and "multipart/form-data" in r.json()["detail"]
     r = c.post("/v1/triage/upload", files=[("files", ("job.tgz", b"not an archive"))])
     assert r.status_code == 400 and "not a readable tar archive" in r.json()["detail"]
-    assert not (world["tmp"] / "evil.log").exists() and not list(world["tmp"].glob("diagnoser-upload-*"))
+    assert not (world["tmp"] / "evil.log").exists() and not list(world["tmp"].glob("diagnoser-*"))
 
 
 def test_oversize_uploads_get_413_declared_or_streamed(world: dict) -> None:
@@ -203,7 +219,7 @@ def test_oversize_uploads_get_413_declared_or_streamed(world: dict) -> None:
     r = c.post("/v1/triage/upload", files=[("files", ("bomb.tgz", buf.getvalue()))])
     assert r.status_code == 413 and "unpacks to more than" in r.json()["detail"]
     assert c.get("/healthz").status_code == 200
-    assert not list(world["tmp"].glob("diagnoser-upload-*"))
+    assert not list(world["tmp"].glob("diagnoser-*"))
 
 
 def test_async_triage_answers_202_then_the_result(world: dict) -> None:

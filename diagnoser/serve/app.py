@@ -11,7 +11,7 @@ import hmac
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -26,9 +26,13 @@ from diagnoser.serve.health import rules_check, store_check
 from diagnoser.serve.jobs import Job, Jobs, QueueFull
 from diagnoser.serve.limits import BodyLimit
 from diagnoser.serve.models import FeedbackRequest, Health, JobStatus, TriageRequest
-from diagnoser.serve.uploads import UploadDir, UploadError
+from diagnoser.serve.uploads import FIELD, UploadDir, UploadError, receive
 
 UPLOAD_PATH = "/v1/triage/upload"
+UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": [FIELD], "properties": {FIELD: {
+        "type": "array", "items": {"type": "string", "format": "binary"},
+        "description": "Log files (their names may hold a relative path) or .tar/.tar.gz/.tgz archives"}}}}}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": text} for code, text in (
         (400, "Unusable request"), (401, "Missing or wrong token"), (403, "Path outside the configured roots"),
@@ -114,26 +118,23 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
                 raise HTTPException(403, str(exc)) from None
         return await finish(submit("path", paths, [str(r) for r in roots]), not body.async_, request)
 
-    @api.post(UPLOAD_PATH, response_model=Diagnosis, dependencies=auth, tags=["triage"],
+    @api.post(UPLOAD_PATH, response_model=Diagnosis, dependencies=auth, tags=["triage"], openapi_extra=UPLOAD_BODY,
               responses={202: {"model": JobStatus, "description": "Accepted (async): poll Location"}, **ERRORS})
-    async def triage_upload(request: Request,
-                            files: Annotated[list[UploadFile], File(description="Log files (their names may hold a "
-                                                                    "relative path) or .tar/.tar.gz archives")],
-                            run_async: Annotated[bool, Query(alias="async")] = False) -> Any:
-        """Triage uploaded logs (multipart/form-data, field `files`, repeatable). Unpacked into a
-        private temp directory that is deleted after the triage."""
+    async def triage_upload(request: Request, run_async: Annotated[bool, Query(alias="async")] = False) -> Any:
+        """Triage uploaded logs (multipart/form-data, field `files`, repeatable: log files whose names may
+        hold a relative path, or .tar/.tar.gz archives). Written to a private temp directory as the body
+        streams in, deleted after the triage."""
         if state["jobs"].active >= state["jobs"].capacity:
             raise HTTPException(429, "every worker busy and the queue full; retry later", headers={"Retry-After": "5"})
         target = UploadDir(cfg.max_upload_bytes * 8)  # unpacked logs may be larger than the archive
         try:
-            for part in files:
-                await run_in_threadpool(target.add, part.filename or "", part.file)
+            await receive(request, target)
             if target.files == 0:
                 raise UploadError("no files in the upload")
         except UploadError as exc:
             target.remove()
             raise HTTPException(413 if exc.too_large else 400, str(exc)) from None
-        except BaseException:
+        except BaseException:  # the client went away (or the body limit answered 413 already)
             target.remove()
             raise
         return await finish(submit("upload", [str(target.root)], [str(target.root)], target), not run_async, request)
