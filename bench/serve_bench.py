@@ -3,7 +3,8 @@
 For a small job and a 1 GB job (generated with synth_job.py into --dir), with 1, 4 and 8 concurrent
 clients, each client sending requests one after the other:
 - service: `POST /v1/triage` (paths on the server) to one `diagnoser serve` on loopback (uvicorn, --workers
-  triage processes), plus `POST /v1/triage/upload` of a .tar.gz for the small job;
+  triage processes), plus `POST /v1/triage/upload`: the small job as a .tar.gz, the 1 GB job as its files
+  (one client);
 - CLI: the same number of `diagnoser triage --json PATH` processes, as many at once as there are clients.
 Reported per row: p50 / p95 latency, requests per second, and the peak PSS of the whole process tree
 (the server with its workers; the CLI processes with theirs), and the ratios service / CLI.
@@ -112,12 +113,20 @@ def row(lat: list[float], wall: float, peak: int) -> dict:
             "rps": round(len(lat) / wall, 2), "peak_pss_MB": round(peak / 1e6, 1)}
 
 
-def service_call(http: httpx.Client, kind: str, path: Path, archive: bytes, category: str):
+def service_call(http: httpx.Client, kind: str, path: Path, archive: bytes | None, category: str):
     def one() -> None:
         if kind == "path":
             r = http.post("/v1/triage", json={"paths": [str(path)]})
-        else:
+        elif archive is not None:
             r = http.post("/v1/triage/upload", files=[("files", ("job.tgz", archive))])
+        else:  # every file, streamed from disk
+            handles = [open(p, "rb") for p in sorted(path.rglob("*.log"))]  # noqa: SIM115
+            try:
+                r = http.post("/v1/triage/upload",
+                              files=[("files", (str(Path(h.name).relative_to(path)), h)) for h in handles])
+            finally:
+                for h in handles:
+                    h.close()
         r.raise_for_status()
         assert r.json()["category"] == category, r.json()
     return one
@@ -162,8 +171,9 @@ def main() -> None:
             category = json.loads((path / "expected.json").read_text())["category"]
             for c in clients:
                 n = max(3 * c, 24) if name == "small" else max(c, 3)
-                for kind in ["path", "upload"] if name == "small" else ["path"]:
-                    one = service_call(http, kind, path, small_tgz, category)
+                # uploads: the small job as one .tar.gz at every concurrency; the 1 GB job as its 144 files, one client
+                for kind in ["path", "upload"] if name == "small" or c == 1 else ["path"]:
+                    one = service_call(http, kind, path, small_tgz if name == "small" else None, category)
                     one()  # warm: the workers' first triage of this job (page cache, imports)
                     with PeakPSS(lambda: [server.proc.pid]) as mem:
                         lat, wall = drive(c, n, one)

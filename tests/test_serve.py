@@ -157,6 +157,22 @@ def test_upload_of_files_keeps_their_relative_names(world: dict) -> None:
     same_verdict(r.json(), cli_triage(job, world["env"]))
 
 
+LEAKY = ("[rank0]: step 1\n[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 10\n"
+         "[rank0]: sqlalchemy.exc.OperationalError: could not connect to "
+         "postgres://trainer:pa/ss@w0rd@db.internal:5432/runs with "
+         "SLACK_APP_TOKEN=xapp-1-A0123456789-1234567890123-abcdefabcdef0123 after mysql -uroot -pS3cr3tPass\n")
+
+
+def test_secrets_in_uploaded_logs_are_redacted_as_by_the_cli(world: dict, tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_text(LEAKY)
+    r = world["client"].post("/v1/triage/upload", files=[("files", ("rank0.log", LEAKY.encode()))])
+    assert r.status_code == 200, r.text
+    assert "sqlalchemy" in r.text and "[REDACTED]" in r.text
+    for secret in ("pa/ss@w0rd", "w0rd@db", "xapp-1-A0123456789", "S3cr3tPass"):
+        assert secret not in r.text
+    same_verdict(r.json(), cli_triage(tmp_path, world["env"]))
+
+
 def test_an_upload_may_hold_thousands_of_files(world: dict) -> None:
     job = FIXTURES / XID79
     parts = [("files", (str(p.relative_to(job)), p.read_bytes())) for p in sorted(job.rglob("*")) if p.is_file()]

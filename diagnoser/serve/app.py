@@ -65,7 +65,7 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
     api = FastAPI(title="diagnoser", version="1", lifespan=lifespan,
                   description="Failure diagnosis of GPU training jobs: the `diagnosis/v1` verdict over HTTP.")
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:
         if cfg.token is None:
             return
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
