@@ -443,3 +443,33 @@ def test_a_killed_worker_fails_its_job_and_the_service_recovers(world: dict) -> 
     finally:
         server.stop()
         llm.close()
+
+
+def test_sigterm_stops_running_triages_and_leaves_no_process_or_upload(world: dict, tmp_path: Path) -> None:
+    import psutil
+
+    llm = SlowEndpoint(delay=60.0)
+    env = {**world["env"], "TMPDIR": str(tmp_path), "DIAGNOSER_LLM_BASE_URL": llm.url, "DIAGNOSER_LLM_MODEL": "m",
+           "DIAGNOSER_LLM_TIMEOUT": "50", "DIAGNOSER_LLM_CACHE_DIR": "off"}
+    server = Server(env=env)
+    try:
+        with server.client(TOKEN) as c:
+            archive = tgz(FIXTURES / XID79)
+            r = c.post("/v1/triage/upload", params={"async": "true"}, files=[("files", ("j.tgz", archive))])
+            assert r.status_code == 202
+            deadline = time.monotonic() + 30
+            while llm.requests == 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        children = psutil.Process(server.proc.pid).children(recursive=True)
+        assert children and list(tmp_path.glob("diagnoser-upload-*"))
+        started = time.monotonic()
+        server.proc.terminate()
+        server.proc.wait(30)
+        assert time.monotonic() - started < 15  # a running triage does not hold the shutdown
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive
+        assert not list(tmp_path.glob("diagnoser-*"))
+    finally:
+        server.stop()
+        llm.close()

@@ -42,6 +42,7 @@ class Job:
     result: dict[str, Any] | None = None
     error: str | None = None
     crashed: bool = False  # the worker died (not the logs' fault)
+    cleanup: Path | None = None  # the upload directory, deleted when the job ends
     future: Future = field(default_factory=Future, repr=False)
 
 
@@ -71,7 +72,7 @@ class Jobs:
             if self._active >= self.capacity:
                 raise QueueFull(f"{self._active} triages running or queued (limit {self.capacity}); retry later")
             self._active += 1
-            job = Job(uuid.uuid4().hex, kind, datetime.now(UTC))
+            job = Job(uuid.uuid4().hex, kind, datetime.now(UTC), cleanup=cleanup)
             self._jobs[job.id] = job
             while len(self._jobs) > self.keep:
                 oldest = next(iter(self._jobs.values()))
@@ -90,10 +91,10 @@ class Jobs:
                 self._active -= 1
                 self._jobs.pop(job.id, None)
             raise
-        inner.add_done_callback(lambda f: self._finish(job, f, started, cleanup))
+        inner.add_done_callback(lambda f: self._finish(job, f, started))
         return job
 
-    def _finish(self, job: Job, inner: Future, started: float, cleanup: Path | None) -> None:
+    def _finish(self, job: Job, inner: Future, started: float) -> None:
         try:
             out = inner.result()
         except (Exception, CancelledError) as exc:  # a crashed worker fails this job, not the service
@@ -110,8 +111,8 @@ class Jobs:
         else:
             job.status, job.error = "failed", out["error"]
         self.metrics.requests.labels(job.kind, "ok" if out["ok"] else "error").inc()
-        if cleanup is not None:
-            shutil.rmtree(cleanup, ignore_errors=True)
+        if job.cleanup is not None:
+            shutil.rmtree(job.cleanup, ignore_errors=True)
         with self._lock:
             self._active -= 1
         job.future.set_result(job)
@@ -127,3 +128,6 @@ class Jobs:
         for p in processes:
             if p.is_alive():
                 p.terminate()
+        for job in list(self._jobs.values()):  # the process may exit before the jobs' callbacks run
+            if job.status == "pending" and job.cleanup is not None:
+                shutil.rmtree(job.cleanup, ignore_errors=True)
