@@ -90,3 +90,19 @@ def test_llm_outcome_names_what_the_stage_did() -> None:
     assert llm_outcome(on, verdict("LLM stage failed (timeout: 1 s); verdict from rules + retrieval")) == "timeout"
     assert llm_outcome(on, verdict("LLM stage skipped: endpoint is remote; verdict from rules")) == "refused"
     assert llm_outcome(on, verdict("LLM stage failed (server error (5xx)); verdict from rules")) == "error"
+
+
+def test_a_busy_metrics_port_is_a_one_line_error_before_the_job_starts(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        marker = tmp_path / "started"
+        proc = subprocess.run([sys.executable, "-m", "diagnoser.cli", "run", "--run-dir", str(tmp_path / "run"),
+                               "--metrics-port", str(port), "--", sys.executable, "-c",
+                               f"open({str(marker)!r}, 'w').close()"],
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert not marker.exists()
