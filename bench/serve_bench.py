@@ -15,13 +15,11 @@ Reported per row: p50 / p95 latency, requests per second, and the peak PSS of th
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
-from serve_support import Server  # noqa: E402
+from serve_support import Server, tgz  # noqa: E402
 from synth_job import generate, human  # noqa: E402
 
 TOKEN = "bench-token"
@@ -79,13 +77,6 @@ def job(directory: Path, size: int, nodes: int) -> Path:
     directory.mkdir(parents=True)
     generate(directory, nodes, size, "xid79")
     return directory
-
-
-def tgz(directory: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(directory, arcname=".")
-    return buf.getvalue()
 
 
 def drive(clients: int, requests: int, one) -> tuple[list[float], float]:
@@ -158,7 +149,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
-    jobs = {"small": job(args.dir / "small", human(args.small), 2), "1GB": job(args.dir / "big", human(args.big), 16)}
+    small, big = f"small {args.small}", f"big {args.big}"  # the rows' labels
+    jobs = {small: job(args.dir / "small", human(args.small), 2), big: job(args.dir / "big", human(args.big), 16)}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DIAGNOSER_STORE": str(args.dir / "store"),
            "DIAGNOSER_LLM_BASE_URL": ""}
     server = Server("--root", str(args.dir), "--workers", str(args.workers), "--queue", "64",
@@ -166,14 +158,14 @@ def main() -> None:
     results = []
     try:
         http = server.client(TOKEN, timeout=1800)
-        small_tgz = tgz(jobs["small"])
+        small_tgz = tgz(jobs[small])
         for name, path in jobs.items():
             category = json.loads((path / "expected.json").read_text())["category"]
             for c in clients:
-                n = max(3 * c, 24) if name == "small" else max(c, 3)
+                n = max(3 * c, 24) if name == small else max(c, 3)
                 # uploads: the small job as one .tar.gz at every concurrency; the 1 GB job as its 144 files, one client
-                for kind in ["path", "upload"] if name == "small" or c == 1 else ["path"]:
-                    one = service_call(http, kind, path, small_tgz if name == "small" else None, category)
+                for kind in ["path", "upload"] if name == small or c == 1 else ["path"]:
+                    one = service_call(http, kind, path, small_tgz if name == small else None, category)
                     one()  # warm: the workers' first triage of this job (page cache, imports)
                     with PeakPSS(lambda: [server.proc.pid]) as mem:
                         lat, wall = drive(c, n, one)
