@@ -222,10 +222,11 @@ def _register_subcommands(target: typer.Typer) -> None:
     from diagnoser.config_cli import register as register_config
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.retrieve.cli import register as register_incidents
+    from diagnoser.serve.cli import register as register_serve
     from diagnoser.slurm.cli import register as register_slurm
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
-                     register_bot, register_config):
+                     register_bot, register_config, register_serve):
         register(target)
 
 

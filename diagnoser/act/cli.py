@@ -103,6 +103,10 @@ def run_command(
                                                help="Post to Slack and ask approvals there [off]")] = None,
     bot_config: Annotated[Path | None, typer.Option(help="Bot config for --slack [DIAGNOSER_BOT_CONFIG]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        envvar="DIAGNOSER_METRICS__PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free "
+        "port, printed on stderr)", min=0, max=65535)] = None,
+    metrics_host: Annotated[str, typer.Option(help="Listen address of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Run a training job, detect failures and hangs, diagnose them and recover under policy."""
     if not command:
@@ -131,7 +135,8 @@ def run_command(
         err.print(f"[yellow]diagnoser: warning:[/] --checkpoint-dir {ckpt} {what}: every restart would begin at "
                   "step 0 unless the job creates it", highlight=False, soft_wrap=True)
     hooks = _slack(cfg) if cfg.slack else None
-    controller = Controller(cfg, command, approver=hooks.approver if hooks else None)
+    controller = Controller(cfg, command, approver=hooks.approver if hooks else None,
+                            on_event=_metrics(metrics_port, metrics_host, cfg.job_id or Path(cfg.run_dir).name, err))
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
     held = sorted(a.value for a in cfg.policy.require_approval if a not in FALLBACK)
@@ -152,6 +157,22 @@ def run_command(
         render_summary(summary, err)
     if result.status != "succeeded":
         raise typer.Exit(EXIT_INTERRUPTED if result.reason.startswith("interrupted") else 1)
+
+
+def _metrics(port: int | None, host: str, job_id: str, err: Console):
+    """The audit-event observer that feeds /metrics (None without --metrics-port)."""
+    if port is None:
+        return None
+    from diagnoser.metrics_export import Metrics, RunObserver
+
+    metrics = Metrics()
+    try:
+        bound = metrics.serve(port, host)
+    except OSError as exc:
+        _fail(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise
+    err.print(f"diagnoser: metrics on http://{bound[0]}:{bound[1]}/metrics", markup=False, highlight=False)
+    return RunObserver(metrics, job_id)
 
 
 def _slack(cfg: RunConfig):

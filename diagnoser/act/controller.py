@@ -81,8 +81,10 @@ class Controller(StepsMixin):
     def __init__(self, config: RunConfig, command: list[str] | tuple[str, ...], executor: Executor | None = None,
                  clock: Clock | None = None, approver: Approver | None = None, triage_fn: TriageFn | None = None,
                  listener: Callable[[Status], None] | None = None,
-                 notifier: Callable[[Path, dict], None] | None = None) -> None:
+                 notifier: Callable[[Path, dict], None] | None = None,
+                 on_event: Callable[[AuditEvent], None] | None = None) -> None:
         self.config = config
+        self.on_event = on_event  # sees every audit event once written (e.g. the Prometheus metrics)
         self.policy = config.policy
         self.executor = executor or LocalExecutor(tee=config.tee)
         self.clock = clock or SystemClock()
@@ -232,6 +234,11 @@ class Controller(StepsMixin):
         assert self.audit is not None
         self.audit.append(event)
         self.state = fold(self.state, event)
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:  # noqa: BLE001 - an observer's bug must never stop supervision
+                log.exception("audit event observer failed")
         self.listener(self.status)
 
     def _set(self, phase: str, message: str = "") -> None:

@@ -24,6 +24,8 @@ from diagnoser.bot.feedback import FeedbackSink, VerdictCache
 from diagnoser.bot.poster import SlackPoster
 from diagnoser.bot.security import RateLimiter
 from diagnoser.classify.redact import redact
+from diagnoser.collect.confine import TargetError
+from diagnoser.collect.confine import resolve_target as resolve_under_roots
 from diagnoser.models import Category, Diagnosis
 
 log = logging.getLogger(__name__)
@@ -31,31 +33,11 @@ TriageFn = Callable[[list[str]], Diagnosis]
 USAGE = "Usage: `/diagnose <job id | path>` (a run directory name under the runs root, or a log path)"
 
 
-class TargetError(ValueError):
-    """`/diagnose` was given something it may not or cannot read."""
-
-
 def resolve_target(arg: str, cfg: BotConfig) -> tuple[str, list[str]]:
     """(job label, paths to triage) for a job id or a path; only below the configured roots."""
-    arg = arg.strip()
-    if not arg:
+    if not arg.strip():
         raise TargetError(USAGE)
-    roots = cfg.readable_roots()
-    if cfg.runs_root is not None and "/" not in arg and arg not in (".", ".."):
-        runs = Path(cfg.runs_root).expanduser().resolve()
-        run = (runs / arg).resolve()  # a symlink named like a job may point anywhere: resolve, then check
-        if run.is_dir() and run != runs and run.is_relative_to(runs):
-            attempts = sorted((p for p in run.glob("*attempt-*") if (p / "logs").is_dir()
-                               and (p / "logs").resolve().is_relative_to(runs)), key=lambda p: p.stat().st_mtime)
-            return arg, [str(attempts[-1] / "logs") if attempts else str(run)]
-        if (runs / arg).is_symlink() and not run.is_relative_to(runs):
-            raise TargetError(f"`{arg}` leads outside the runs root; not read")
-    path = Path(arg).expanduser().resolve()
-    if not any(path == r or path.is_relative_to(r) for r in roots):
-        raise TargetError(f"`{arg}` is not a known job id and not below an allowed log root")
-    if not path.exists():
-        raise TargetError(f"`{arg}`: no such file or directory")
-    return path.name, [str(path)]
+    return resolve_under_roots(arg, cfg.readable_roots(), cfg.runs_root)
 
 
 @dataclass

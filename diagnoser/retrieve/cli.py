@@ -181,24 +181,17 @@ def register(app: typer.Typer) -> None:
 
     def _vouch(source: str, status: Status, by: str, resolution: str | None, outcome: Outcome, job: str | None,
                store: Path | None, as_json: bool, **verdict: Any) -> None:
-        verdict = {k: v.value if hasattr(v, "value") else v for k, v in verdict.items() if v}
+        from diagnoser.retrieve.feedback import vouch
+
+        by_id = ID_PATTERN.match(source) and not Path(source).exists()
+        target = source if by_id else _diagnosis(source)
         with _store(store) as st:
-            if ID_PATTERN.match(source) and not Path(source).exists():
-                fields: dict[str, Any] = {"status": status, "confirmed_by": by, **verdict}
-                fields.update({k: v for k, v in (("resolution", resolution), ("source_job", job)) if v})
-                if outcome is not Outcome.UNKNOWN:
-                    fields["outcome"] = outcome
-                try:
-                    stored = st.update(source, **fields)
-                except KeyError:
-                    _fail(f"no incident {source}", code=1)
-            else:
-                try:
-                    incident = from_diagnosis(_diagnosis(source), status=status, confirmed_by=by,
-                                              resolution=resolution, outcome=outcome, source_job=job, **verdict)
-                except ValueError as exc:
-                    _fail(str(exc))
-                stored = st.vouch(incident)
+            try:
+                stored = vouch(st, target, status, by, resolution, outcome, job, **verdict)
+            except KeyError:
+                _fail(f"no incident {source}", code=1)
+            except ValueError as exc:
+                _fail(str(exc))
         _show(stored, as_json, note=f"{stored.id} {status.value} by {by}")
 
     @sub.command("confirm")
