@@ -19,18 +19,19 @@ or TOML `diagnoser run` config or bot config with top-level keys) is read as its
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, SettingsError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict, SettingsError
 
 from diagnoser.act.config import RunConfig
 from diagnoser.bot.config import BotConfig
@@ -101,6 +102,17 @@ class SlurmSettings(_Section):
     dry_run: bool = False  # print scontrol calls instead of running them
 
 
+def _path_list(value: Any) -> Any:
+    """Directories as an env var gives them: `os.pathsep`-separated (like PATH) or a JSON list."""
+    if isinstance(value, str):
+        text = value.strip()
+        return json.loads(text) if text.startswith("[") else [p for p in text.split(os.pathsep) if p]
+    return value
+
+
+PathList = Annotated[tuple[Path, ...], NoDecode, BeforeValidator(_path_list)]
+
+
 class MetricsSettings(_Section):
     """Prometheus metrics of the controller and the service."""
 
@@ -115,9 +127,11 @@ class ServeSettings(_Section):
     port: int = Field(default=8642, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
-    roots: tuple[Path, ...] = ()  # triage by path reads only below these
+    roots: PathList = ()  # triage by path reads only below these
     max_upload_bytes: int = Field(default=2 << 30, gt=0)
-    workers: int = Field(default=2, ge=1)
+    workers: int = Field(default=2, ge=1, le=64)  # triage processes
+    queue: int = Field(default=8, ge=0, le=10_000)  # triages waiting for a worker before 429
+    store: Path | None = None  # incident store (default: DIAGNOSER_STORE, else the user data dir)
 
 
 class MemorySettings(_Section):
@@ -133,7 +147,7 @@ class MemorySettings(_Section):
 class McpSettings(_Section):
     """`diagnoser serve --mcp`."""
 
-    roots: tuple[Path, ...] = ()
+    roots: PathList = ()
 
 
 class Settings(BaseSettings):

@@ -106,3 +106,15 @@ def test_a_busy_metrics_port_is_a_one_line_error_before_the_job_starts(tmp_path:
                               env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert not marker.exists()
+
+
+def test_run_takes_the_metrics_port_from_the_settings_file_when_enabled(tmp_path, monkeypatch) -> None:
+    from diagnoser.act.cli import _metrics_port
+
+    monkeypatch.delenv("DIAGNOSER_CONFIG", raising=False)
+    on, off = tmp_path / "on.toml", tmp_path / "off.toml"
+    on.write_text("[metrics]\nenabled = true\nport = 9555\n")
+    off.write_text("[metrics]\nport = 9555\n")
+    assert _metrics_port(None, on) == 9555
+    assert _metrics_port(None, off) is None  # a port alone does not turn the endpoint on
+    assert _metrics_port(9600, on) == 9600  # the option wins

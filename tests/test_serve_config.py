@@ -43,12 +43,29 @@ def test_token_file_and_the_loopback_rule(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("DIAGNOSER_SERVE__PORT", "http", "not a whole number"), ("DIAGNOSER_SERVE__PORT", "70000", "out of range"),
-    ("DIAGNOSER_SERVE__WORKERS", "0", "out of range"), ("DIAGNOSER_SERVE__MAX_UPLOAD_BYTES", "-1", "out of range"),
+    ("DIAGNOSER_SERVE__PORT", "http", "DIAGNOSER_SERVE__PORT: serve.port: .*integer"),
+    ("DIAGNOSER_SERVE__PORT", "70000", "DIAGNOSER_SERVE__PORT: serve.port: .*less than or equal to 65535"),
+    ("DIAGNOSER_SERVE__WORKERS", "0", "DIAGNOSER_SERVE__WORKERS: serve.workers: .*greater than or equal to 1"),
+    ("DIAGNOSER_SERVE__MAX_UPLOAD_BYTES", "-1", "DIAGNOSER_SERVE__MAX_UPLOAD_BYTES: serve.max_upload_bytes"),
     ("DIAGNOSER_SERVE__ROOTS", "/no/such/dir", "is not a directory")])
 def test_bad_settings_are_one_line_errors(key: str, value: str, message: str) -> None:
-    with pytest.raises(ServeConfigError, match=message):
+    with pytest.raises(ServeConfigError, match=message) as err:
         load_serve_config(env={key: value})
+    assert "\n" not in str(err.value)
+
+
+def test_the_settings_file_serve_section_is_read_and_env_and_options_win(tmp_path) -> None:
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for r in roots:
+        r.mkdir()
+    cfg_file = tmp_path / "config.toml"
+    cfg_file.write_text(f'[serve]\nport = 9001\nworkers = 3\nroots = ["{roots[0]}"]\n[llm]\nmodel = "m"\n')
+    env = {"DIAGNOSER_CONFIG": str(cfg_file)}
+    cfg = load_serve_config(env=env)
+    assert (cfg.port, cfg.workers, cfg.roots) == (9001, 3, (roots[0],))
+    env["DIAGNOSER_SERVE__ROOTS"] = os.pathsep.join(map(str, roots))  # like PATH
+    assert load_serve_config(env=env).roots == tuple(roots)
+    assert load_serve_config({"port": 9100, "workers": None}, env=env).port == 9100
 
 
 def test_upload_names_stay_inside() -> None:

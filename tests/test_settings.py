@@ -112,7 +112,7 @@ def test_environment_old_and_nested_names_and_precedence(tmp_path: Path) -> None
     ({"DIAGNOSER_LLM__TIMEOUT": "soon"}, "DIAGNOSER_LLM__TIMEOUT: llm.timeout"),
     ({"DIAGNOSER_HANG_TIMEOUT": "forever"}, "DIAGNOSER_HANG_TIMEOUT: run.hang_timeout_s"),
     ({"DIAGNOSER_SERVE__PORT": "99999"}, "DIAGNOSER_SERVE__PORT: serve.port"),
-    ({"DIAGNOSER_SERVE__ROOTS": "/a,/b"}, "DIAGNOSER_SERVE__ROOTS: not valid JSON"),
+    ({"DIAGNOSER_RUN__COLLECT": "/a,/b"}, "DIAGNOSER_RUN__COLLECT: not valid JSON"),
     ({"DIAGNOSER_MEMORY__SERVERR": "x"}, "DIAGNOSER_MEMORY__SERVERR: memory.serverr: unknown setting"),
 ])
 def test_a_bad_value_is_one_line_naming_the_variable_and_key(env, named) -> None:

@@ -136,7 +136,8 @@ def run_command(
                   "step 0 unless the job creates it", highlight=False, soft_wrap=True)
     hooks = _slack(cfg) if cfg.slack else None
     controller = Controller(cfg, command, approver=hooks.approver if hooks else None,
-                            on_event=_metrics(metrics_port, metrics_host, cfg.job_id or Path(cfg.run_dir).name, err))
+                            on_event=_metrics(_metrics_port(metrics_port, config), metrics_host,
+                                              cfg.job_id or Path(cfg.run_dir).name, err))
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
     held = sorted(a.value for a in cfg.policy.require_approval if a not in FALLBACK)
@@ -157,6 +158,20 @@ def run_command(
         render_summary(summary, err)
     if result.status != "succeeded":
         raise typer.Exit(EXIT_INTERRUPTED if result.reason.startswith("interrupted") else 1)
+
+
+def _metrics_port(given: int | None, config: Path | None) -> int | None:
+    """--metrics-port, else the settings' `[metrics] port` when `[metrics] enabled = true`."""
+    if given is not None:
+        return given
+    from diagnoser.settings import load_settings
+
+    try:
+        metrics = load_settings(config, legacy="run").settings.metrics
+    except ConfigError as exc:
+        _fail(str(exc))
+        raise
+    return metrics.port if metrics.enabled else None
 
 
 def _metrics(port: int | None, host: str, job_id: str, err: Console):

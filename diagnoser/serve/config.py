@@ -1,8 +1,8 @@
-"""The service's settings: defaults < environment (`DIAGNOSER_SERVE__*`) < command-line options.
+"""The service's settings: defaults < the settings file's `[serve]` section < environment
+(`DIAGNOSER_SERVE__*`) < command-line options.
 
-Every setting of `diagnoser serve` is read here, in `load_serve_config`, and nowhere else. Field
-names match the `[serve]` section of the settings file (host, port, token, token_file, roots,
-max_upload_bytes, workers, queue).
+Every setting of `diagnoser serve` is read here, in `load_serve_config`, through the one settings tree
+(`diagnoser/settings.py`, `diagnoser config show`), and nowhere else.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from diagnoser.errors import ConfigError
+from diagnoser.settings import load_settings
 
 ENV_PREFIX = "DIAGNOSER_SERVE__"
 DEFAULT_HOST = "127.0.0.1"
@@ -68,30 +71,23 @@ def _read_token_file(path: str) -> str:
     return token
 
 
-def load_serve_config(overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> ServeConfig:
-    """The effective settings. `overrides`: command-line values (None: not given). A token on a
-    non-loopback host is required (ServeConfigError otherwise)."""
-    env = dict(os.environ) if env is None else env
-    raw: dict[str, Any] = {}
-    for key in ("host", "port", "token", "token_file", "roots", "max_upload_bytes", "workers", "queue", "store"):
-        if env.get(ENV_PREFIX + key.upper()):
-            raw[key] = env[ENV_PREFIX + key.upper()]
-    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    roots = raw.get("roots", ())
-    if isinstance(roots, str):
-        roots = [r for r in roots.split(os.pathsep) if r]
-    token = raw.get("token") or None
-    if token is None and raw.get("token_file"):
-        token = _read_token_file(str(raw["token_file"]))
-    cfg = ServeConfig(
-        host=str(raw.get("host", DEFAULT_HOST)),
-        port=_int("port", raw.get("port", DEFAULT_PORT), 0, 65535),
-        token=str(token).strip() if token else None,
-        roots=tuple(Path(r) for r in roots),
-        max_upload_bytes=_int("max_upload_bytes", raw.get("max_upload_bytes", DEFAULT_MAX_UPLOAD), 1),
-        workers=_int("workers", raw.get("workers", 2), 1, 64),
-        queue=_int("queue", raw.get("queue", 8), 0, 10_000),
-        store=Path(raw["store"]).expanduser() if raw.get("store") else None)
+def load_serve_config(overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                      file: Path | None = None) -> ServeConfig:
+    """The effective settings: the `[serve]` section of the settings file < `DIAGNOSER_SERVE__*` < `overrides`
+    (command-line values; None: not given). A token on a non-loopback host is required (ServeConfigError)."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if isinstance(given.get("roots"), str):
+        given["roots"] = [r for r in given["roots"].split(os.pathsep) if r]
+    try:
+        s = load_settings(file, env=os.environ if env is None else env, cli={"serve": given}).settings.serve
+    except ConfigError as exc:
+        raise ServeConfigError(str(exc)) from None
+    token = s.token.get_secret_value().strip() if s.token else None
+    if not token and s.token_file:
+        token = _read_token_file(str(s.token_file))
+    cfg = ServeConfig(host=s.host, port=s.port, token=token or None, roots=tuple(s.roots),
+                      max_upload_bytes=s.max_upload_bytes, workers=s.workers, queue=s.queue,
+                      store=s.store.expanduser() if s.store else None)
     if cfg.token is None and not is_loopback(cfg.host):
         raise ServeConfigError(f"refusing to listen on {cfg.host} without a token: set {ENV_PREFIX}TOKEN or "
                                f"{ENV_PREFIX}TOKEN_FILE (or listen on 127.0.0.1)")
