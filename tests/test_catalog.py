@@ -49,6 +49,34 @@ def test_each_entry_matches_its_examples_and_its_class_decides(rule):
         assert not any(p.search(line) for p in rule.compiled), f"{rule.id} matches its no_match line {line!r}"
 
 
+# What launchers, container runtimes, storage clients and cloud agents print while everything works: none of it
+# may look like a failure (the launcher/container/storage/cloud tables match on their error wording only).
+HEALTHY_INFRA_LINES = [
+    "[2025-03-04 05:06:07,412] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w worker-0,worker-1 export "
+    "NCCL_DEBUG=INFO; cd /job; /usr/bin/python -u -m deepspeed.launcher.launch",
+    "Unable to find hostfile, will proceed with training with local resources only.",
+    "Warning: Permanently added 'gpu-n-017,10.1.4.17' (ED25519) to the list of known hosts.",
+    '[gpu-n-001:01234] [[41245,0],0] plm:rsh: using "/usr/bin/ssh -x" for launching',
+    "[proxy:0:0@gpu-n-001] got pmi command (from 4): init",
+    "pdsh@worker-0: worker-3: ssh exited with exit code 0",
+    "Lustre: scratch-OST0012-osc-ffff9d4c1a2b7000: Connection restored to 10.10.0.12@o2ib (at 10.10.0.12@o2ib)",
+    "[ 8850.101233] nfs: server fs-home-01 OK",
+    "INFO:    Could not find any nv files on this host!",
+    "pyxis: imported docker image: nvcr.io#nvidia/pytorch:24.05-py3",
+    "[INFO] Querying registry for permission grant",
+    "Status: Downloaded newer image for nvcr.io/nvidia/pytorch:24.05-py3",
+    "huggingface_hub: Fetching 12 files: 100%|##########| 12/12 [00:03<00:00,  3.52it/s]",
+    "Requirement already satisfied: torch==2.4.0 in /usr/local/lib/python3.11/site-packages (2.4.0)",
+    "  scheduling: {automaticRestart: false, onHostMaintenance: TERMINATE, preemptible: true}",
+    '{"DocumentIncarnation": 2, "Events": []}',
+]
+
+
+@pytest.mark.parametrize("line", HEALTHY_INFRA_LINES)
+def test_healthy_launcher_container_storage_and_cloud_output_matches_nothing(line: str):
+    assert winner(line) is None, f"{winner(line).id} fires on a healthy line"
+
+
 def test_a_runbook_overrides_a_catalog_entry_by_id(tmp_path: Path):
     books = load_runbooks(catalogs=False)
     some = CATALOG[0]
