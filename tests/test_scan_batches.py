@@ -93,3 +93,14 @@ def test_batches_hold_every_file_once_big_files_first_and_alone() -> None:
     assert batches[0] == [5_000] and batches[1] == [5_001]
     assert all(len(b) <= BATCH_FILES for b in batches)
     assert len(batches) >= 2 * 4  # enough batches that neither worker idles at the end
+
+
+def test_records_from_workers_can_be_copied_with_changes_without_touching_the_others(job: Path) -> None:
+    """Workers share identical pydantic field sets between records (memory): a copy with an update
+    (as the year re-anchoring makes) must change only the copy."""
+    matches = [m for s in analyse([str(job)], workers=2).scan.sources for m in s.matches][:2]
+    a, b = (m.record for m in matches)
+    before = set(b.model_fields_set)
+    moved = a.model_copy(update={"time": None, "time_inferred": True})
+    assert moved.time is None and a.time is not None
+    assert set(b.model_fields_set) == before and b.time is not None

@@ -27,7 +27,7 @@ from diagnoser.prefilter.catalog import CATALOG_DIR
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
 from diagnoser.prefilter.runbooks import Runbook, default_runbook_dir, load_runbooks
-from diagnoser.prefilter.tails import PackedTail, pack_tail
+from diagnoser.prefilter.tails import PackedTail, pack_tails, tail_ranks, tail_rows
 
 # Below both, one process scans everything: starting workers (fork, compile or load the pattern
 # database, ship results back) costs more than it saves (bench/scale.py measures the crossing).
@@ -46,7 +46,7 @@ class SourceResult:
     kind: str
     node: str | None
     matches: list[SignatureMatch] = field(default_factory=list)
-    topology: Topology | None = None  # None when the file placed no rank
+    placed: tuple | None = None  # what the file says about where ranks ran (see `topology`), compact
     weak: list[Event] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # runbook id -> lines matched in this file
     bytes: int = 0
@@ -58,6 +58,17 @@ class SourceResult:
     stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
     packed_tail: PackedTail | None = None  # the file's last lines (see collect.scanner.TAIL_LINES), compressed
+
+    @property
+    def topology(self) -> Topology:
+        topo = Topology()
+        if self.placed is not None:
+            placements, node_ips, task_nodes, task_exits = self.placed
+            topo.placements.update(placements)
+            topo.node_ips.update(node_ips)
+            topo.task_nodes.update(task_nodes)
+            topo.task_exits.extend(task_exits)
+        return topo
 
     @property
     def tail(self) -> list[LogRecord]:
@@ -85,7 +96,7 @@ class ScanResult:
     def topology(self) -> Topology:
         topo = Topology()
         for s in self.sources:
-            if s.topology is not None:
+            if s.placed is not None:
                 topo.merge(s.topology)
         return topo
 
@@ -119,6 +130,23 @@ class _Worker:
 
 
 def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) -> SourceResult:
+    result, tail = _scan_file(source, on_progress)
+    if tail.records:
+        result.packed_tail = PackedTail(pack_tails([tail_rows(tail.records)]), 0, tail.ranks)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    records: list[LogRecord]
+    ranks: tuple[tuple[int, str | None], ...]
+
+
+_NO_TAIL = _Tail([], ())
+
+
+def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None) -> tuple[SourceResult, _Tail]:
+    """The result of one file, and its tail records (packed by the caller, alone or with a batch)."""
     result = SourceResult(source.name, source.info.kind, source.info.node, rank=source.info.rank)
     if source.path is not None and source.size <= pyspy.MAX_DUMP_BYTES and pyspy.NAME_HINT.search(source.name):
         try:
@@ -126,23 +154,23 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
                 text = handle.read()
         except OSError as exc:
             result.warning = exc.strerror or str(exc)
-            return result
+            return result, _NO_TAIL
         if pyspy.looks_like_dump(text):
             result.stack = pyspy.main_stack(text)
             result.bytes, result.lines = len(text.encode()), text.count("\n")
-            return result
+            return result, _NO_TAIL
     year = datetime.fromtimestamp(source.mtime or time.time(), tz=UTC).year
     try:
         stream = open_source(source, stdin=getattr(sys.stdin, "buffer", None) if source.path is None else None)
     except (OSError, ValueError) as exc:
         result.warning = getattr(exc, "strerror", None) or str(exc)
-        return result
+        return result, _NO_TAIL
     try:
         scan = scan_stream(stream, source.name, source.info, _Worker.matcher, year, on_progress,
                            light=_Worker.text_only)
     except OSError as exc:  # e.g. a file truncated or removed while being read
         result.warning = f"read error after some bytes: {exc.strerror or exc}"
-        return result
+        return result, _NO_TAIL
     finally:
         damaged = getattr(stream, "error", None) or getattr(getattr(stream, "raw", None), "error", None)
         if source.path is not None:
@@ -152,7 +180,8 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
     matches, topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
     result.matches = matches
     if topology.placements or topology.node_ips or topology.task_nodes or topology.task_exits:
-        result.topology = topology
+        result.placed = (tuple(topology.placements.items()), tuple(topology.node_ips.items()),
+                         tuple(topology.task_nodes.items()), tuple(topology.task_exits))
     table = _Worker.table
     for pattern, count in scan.counts.items():
         kind, index = table.owner[pattern]
@@ -162,18 +191,36 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
     result.bytes, result.lines = scan.bytes, scan.lines
     result.first_time, result.last_time = scan.first_time, scan.last_time
     result.last_progress = scan.last_progress
-    if scan.tail:
-        hit_lines = {m.record.line for m in matches} | {e.record.line for e in result.weak}
-        result.packed_tail = pack_tail(scan.tail, hit_lines)
+    hit_lines = {m.record.line for m in matches} | {e.record.line for e in result.weak}
     if result.rank is None and scan.last_progress is not None:
         result.rank = split_prefix(scan.last_progress.text).rank
-    return result
+    return result, _Tail(scan.tail, tail_ranks(scan.tail, hit_lines))
 
 
 def _scan_batch(sources: list[Source]) -> list[SourceResult]:
     """A worker's task: several files, one result message. A file that cannot be read (vanished,
     unreadable, damaged) is a warning on its own result and the others are scanned."""
-    return [_scan_one(s) for s in sources]
+    scanned = [_scan_file(s) for s in sources]
+    with_tail = [(r, tail) for r, tail in scanned if tail.records]
+    blob = pack_tails([tail_rows(tail.records) for _, tail in with_tail])  # the batch's tails compress together
+    for i, (r, tail) in enumerate(with_tail):
+        r.packed_tail = PackedTail(blob, i, tail.ranks)
+    results = [r for r, _ in scanned]
+    _share_field_sets(results)
+    return results
+
+
+def _share_field_sets(results: list[SourceResult]) -> None:
+    """Pydantic keeps, per model instance, the set of the fields given (about 700 bytes for a
+    LogRecord): identical sets become one object, so pickling sends and rebuilds it once a batch
+    (a third of the memory 100,000 files' matches hold). Safe: these models are frozen, and pydantic
+    copies the set before it changes it (`model_copy`)."""
+    shared: dict[tuple[type, frozenset[str]], set[str]] = {}
+    for r in results:
+        for model in [*(m for m in r.matches), *(m.record for m in r.matches), *(e.record for e in r.weak)]:
+            fields = model.__pydantic_fields_set__
+            object.__setattr__(model, "__pydantic_fields_set__",
+                               shared.setdefault((type(model), frozenset(fields)), fields))
 
 
 def plan_batches(sizes: list[int], workers: int) -> list[list[int]]:
@@ -213,11 +260,13 @@ def scan_sources(
     """Scan all sources; results keep the order of `sources`."""
     started = time.perf_counter()
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    rules = str(runbook_dir) if runbook_dir else None
+    _Worker.setup(rules, runbooks)  # before the workers fork: they share the rules and the database
     if use_workers(sources, workers):
         results: list[SourceResult | None] = [None] * len(sources)
         batches = plan_batches([s.size for s in sources], workers)
         with ProcessPoolExecutor(max_workers=min(workers, len(batches)), initializer=_Worker.setup,
-                                 initargs=(str(runbook_dir) if runbook_dir else None,)) as pool:
+                                 initargs=(rules, runbooks)) as pool:
             futures = {pool.submit(_scan_batch, [sources[i] for i in batch]): batch for batch in batches}
             for future in as_completed(futures):
                 batch = futures.pop(future)
@@ -227,7 +276,6 @@ def scan_sources(
                     on_progress(sum(sources[i].size for i in batch))
         done = [r for r in results if r is not None]
     else:
-        _Worker.setup(str(runbook_dir) if runbook_dir else None, runbooks)
         done = [_scan_one(s, on_progress) for s in sources]
     warnings = [InputWarning(source=r.source, message=r.warning) for r in done if r.warning]
     return ScanResult(done, warnings, time.perf_counter() - started)
