@@ -41,16 +41,20 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _job(tmp_path_factory.mktemp("many") / "job")
 
 
+@pytest.fixture(scope="module")
+def pooled(job: Path):
+    return analyse([str(job)], workers=2)
+
+
 def _per_source(analysis) -> list[tuple]:
     return [(s.source, s.bytes, s.lines, s.first_time, s.last_time, s.last_progress, s.counts, s.rank, s.warning,
              [m.model_dump() for m in s.matches], [(e.record.model_dump(), e.patterns) for e in s.weak],
              [r.model_dump() for r in s.tail], s.tail_ranks) for s in analysis.scan.sources]
 
 
-def test_batched_workers_give_the_per_file_answer_on_a_job_of_many_files(job: Path) -> None:
+def test_batched_workers_give_the_per_file_answer_on_a_job_of_many_files(job: Path, pooled) -> None:
     assert FILES >= PARALLEL_MIN_FILES  # the pool really runs
     one = analyse([str(job)], workers=1)
-    pooled = analyse([str(job)], workers=2)
     d = pooled.diagnosis
     assert d.category.value == "user_code"
     assert d.first_failure is not None and d.first_failure.source == f"gpu-{CULPRIT // 8 + 1:04d}/rank{CULPRIT}.log"
@@ -59,8 +63,8 @@ def test_batched_workers_give_the_per_file_answer_on_a_job_of_many_files(job: Pa
     assert _per_source(pooled) == _per_source(one)
 
 
-def test_the_policy_sees_every_rank_of_the_tails_without_unpacking_them(job: Path) -> None:
-    analysis = analyse([str(job)], workers=2)
+def test_the_policy_sees_every_rank_of_the_tails_without_unpacking_them(pooled) -> None:
+    analysis = pooled
     records = all_records(analysis).values()
     scope = scope_of(analysis)
     assert scope.ranks == {r.rank for r in records if r.rank is not None} | set(scope.rank_nodes) | {
@@ -95,10 +99,10 @@ def test_batches_hold_every_file_once_big_files_first_and_alone() -> None:
     assert len(batches) >= 2 * 4  # enough batches that neither worker idles at the end
 
 
-def test_records_from_workers_can_be_copied_with_changes_without_touching_the_others(job: Path) -> None:
+def test_records_from_workers_can_be_copied_with_changes_without_touching_the_others(pooled) -> None:
     """Workers share identical pydantic field sets between records (memory): a copy with an update
     (as the year re-anchoring makes) must change only the copy."""
-    matches = [m for s in analyse([str(job)], workers=2).scan.sources for m in s.matches][:2]
+    matches = [m for s in pooled.scan.sources for m in s.matches][:2]
     a, b = (m.record for m in matches)
     before = set(b.model_fields_set)
     moved = a.model_copy(update={"time": None, "time_inferred": True})
