@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -9,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from typer.core import TyperGroup
 
 from diagnoser.classify.redact import redact_diagnosis
@@ -105,11 +105,10 @@ def triage_command(
         total = sum(s.size for s in sources)
         # a bar only for a person watching a long scan; never into a pipe or a machine's JSON
         show = progress and err.is_terminal and total > 256 << 20 and not (as_json and not sys.stdout.isatty())
-        with Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                      TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
-            task = bar.add_task("scan", total=total or None)
+        bar = _progress_bar(err, total) if show else None  # rich.progress is imported only for a bar
+        with bar or contextlib.nullcontext():
             analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
-                               on_progress=lambda n: bar.advance(task, n))
+                               on_progress=(lambda n: bar.advance(bar.task_ids[0], n)) if bar else None)
         diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote, verbose))
     except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
@@ -117,11 +116,20 @@ def triage_command(
     if as_json:
         sys.stdout.write(json.dumps(diagnosis.to_json_dict(), ensure_ascii=False) + "\n")
         return
-    books = {b.id: b for b in load_runbooks(runbooks)}
+    books = analysis.runbooks  # loaded once, by the analysis
     # the on-call text: the runbook the verdict points at (a catalog entry may point at one too)
     book = next((b for b in books.values() if b.catalog is None and diagnosis.runbook and b.path == diagnosis.runbook),
                 None) or books.get(diagnosis.rule or "")  # else the catalog entry that decided
     render(diagnosis, book, Console())
+
+
+def _progress_bar(console: Console, total: int) -> Any:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    bar = Progress(TextColumn("scanning"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeRemainingColumn(), console=console, transient=True)
+    bar.add_task("scan", total=total or None)
+    return bar
 
 
 def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, llm: str | None,

@@ -5,6 +5,7 @@ collect (files, stdin) -> scan + match (parallel) -> demarcate -> culprit -> ver
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,12 +53,34 @@ def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, d
     return out
 
 
+REUSE_LISTING_S = 10.0
+_last_listing: tuple[tuple, float, tuple[list[Source], list[tuple[str, str]]]] | None = None
+
+
 def resolve_inputs(paths: list[str], within: tuple[Path, ...] | None = None
                    ) -> tuple[list[Source], list[InputWarning]]:
     """Readable sources, or UnusableInput with a one-line reason (`within`: see `list_sources`)."""
+    global _last_listing
     if not paths:
         raise UnusableInput("no input: give log files, directories, or - for stdin")
     sources, problems = list_sources(paths, within)
+    _last_listing = ((tuple(paths), within), time.monotonic(), (sources, problems))
+    return _usable(paths, sources, problems)
+
+
+def _resolve_again(paths: list[str], within: tuple[Path, ...] | None) -> tuple[list[Source], list[InputWarning]]:
+    """`resolve_inputs`, reusing the listing a caller made just before for the same inputs (the CLI
+    lists them to size its progress bar; walking 100,000 files twice costs seconds). Used once."""
+    global _last_listing
+    last, _last_listing = _last_listing, None
+    fresh = last is not None and time.monotonic() - last[1] < REUSE_LISTING_S
+    if paths and fresh and last[0] == (tuple(paths), within):
+        return _usable(paths, *last[2])
+    return resolve_inputs(paths, within)
+
+
+def _usable(paths: list[str], sources: list[Source], problems: list[tuple[str, str]]
+            ) -> tuple[list[Source], list[InputWarning]]:
     warnings = [InputWarning(source=p, message=m) for p, m in problems]
     if not sources:
         if problems:
@@ -109,7 +132,7 @@ def analyse(
     within: tuple[Path, ...] | None = None,
 ) -> Analysis:
     """Collect, scan, demarcate and decide by rules; keep the window for later stages."""
-    sources, warnings = resolve_inputs(paths, within)
+    sources, warnings = _resolve_again(paths, within)
     runbooks = load_runbooks(runbook_dir)
     scan = scan_sources(sources, runbook_dir, workers, on_progress, runbooks)
     warnings = cap_warnings(warnings + scan.warnings)

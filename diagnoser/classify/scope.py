@@ -38,6 +38,15 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     return frozenset(n for n in names if n and n not in {"?", "...", "localhost"})
 
 
+def _hit_records(analysis: Analysis) -> dict[tuple[str, int], LogRecord]:
+    """The records of matches and error lines by (source, line) (the first for a line wins)."""
+    out: dict[tuple[str, int], LogRecord] = {}
+    for s in analysis.scan.sources:
+        for r in [*(m.record for m in s.matches), *(e.record for e in s.weak)]:
+            out.setdefault((r.source, r.line), r)
+    return out
+
+
 def all_records(analysis: Analysis) -> dict[tuple[str, int], LogRecord]:
     """Every record the scan kept (matches, error lines, file tails) by (source, line)."""
     out: dict[tuple[str, int], LogRecord] = {}
@@ -47,14 +56,35 @@ def all_records(analysis: Analysis) -> dict[tuple[str, int], LogRecord]:
     return out
 
 
+def records_at(analysis: Analysis, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], LogRecord]:
+    """`all_records` for a few (source, line) keys: only the tails of the files named are unpacked."""
+    wanted = set(keys)
+    hits = _hit_records(analysis)
+    out = {k: hits[k] for k in wanted if k in hits}
+    sources = {k[0] for k in wanted - out.keys()}
+    for s in analysis.scan.sources:
+        if s.source in sources:
+            out.update({(r.source, r.line): r for r in s.tail if (r.source, r.line) in wanted and
+                        (r.source, r.line) not in out})
+    return out
+
+
 def scope_of(analysis: Analysis) -> JobScope:
     """The policy's view of a job: its nodes and ranks, and which rules matched which line."""
     books = analysis.runbooks
-    records = all_records(analysis)
     topo = analysis.scan.topology
     rank_nodes: dict[int, str] = {**topo.task_nodes, **{r: p.node for r, p in topo.placements.items() if p.node}}
-    rank_nodes.update({r.rank: r.node for r in records.values() if r.rank is not None and r.node})
-    ranks = {r.rank for r in records.values() if r.rank is not None} | set(rank_nodes)
+    ranks = set(rank_nodes)
+    hits = _hit_records(analysis)
+    by_source: dict[str, list[tuple[int | None, str | None]]] = {}
+    for r in hits.values():
+        by_source.setdefault(r.source, []).append((r.rank, r.node))
+    for s in analysis.scan.sources:  # every record's rank in the order of `all_records` (later wins)
+        for rank, node in [*by_source.get(s.source, ()), *s.tail_ranks]:
+            if rank is not None:
+                ranks.add(rank)
+                if node:
+                    rank_nodes[rank] = node
     ranks |= {s.rank for s in analysis.scan.sources if s.rank is not None}
     line_rules: dict[tuple[str, int], tuple[RuleRef, ...]] = {}
     for m in analysis.scan.matches:
@@ -69,4 +99,5 @@ def scope_of(analysis: Analysis) -> JobScope:
 def police_verdict(analysis: Analysis, verdict: Diagnosis) -> Diagnosis:
     """A rules + retrieval verdict of this analysis under the policy table (`policy.police`)."""
     scope = with_own_rule(scope_of(analysis), verdict)
-    return policed(verdict, lines_of(verdict, all_records(analysis)), scope)
+    return policed(verdict, lines_of(verdict, records_at(analysis, ((e.source, e.line) for e in verdict.evidence))),
+                   scope)

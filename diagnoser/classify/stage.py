@@ -127,6 +127,8 @@ def review(analysis: Analysis, config: LLMConfig, *, transport: Transport | None
     from diagnoser.classify.scope import all_records, scope_of
     from diagnoser.classify.window import evidence_window
 
+    if not config.enabled:  # no endpoint: say so, without building a window no model will read
+        return llm_stage(analysis.diagnosis, [], list(analysis.diagnosis.similar_incidents), {}, config)
     d = analysis.demarcation
     books = [analysis.runbooks[m.runbook_id] for m in [d.root, *d.competing[:2]] if m]
     return llm_stage(analysis.diagnosis, evidence_window(analysis), list(analysis.diagnosis.similar_incidents),

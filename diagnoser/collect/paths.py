@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePath
 
 KERNEL_KINDS = {"dmesg", "kern", "kernel", "syslog", "journal", "messages", "journalctl"}
@@ -49,37 +50,54 @@ def _stem_host(stem: str) -> str | None:
     return None
 
 
-def _kind(parts: list[str]) -> str:
-    lowered = [p.lower() for p in parts]
-    for part in lowered:
-        tokens = set(re.split(r"[-_.]", part))
-        if tokens & KERNEL_KINDS:
-            return "dmesg"
-    name = lowered[-1] if lowered else ""
-    if re.match(r"(?:sacct|scontrol|squeue|sinfo|seff)\b", name) or re.search(r"[._-](?:sacct|scontrol)\b", name):
+_WORDS = re.compile(r"[-_.]")
+_RECORD_TOOL = re.compile(r"(?:sacct|scontrol|squeue|sinfo|seff)\b")
+_RECORD_SUFFIX = re.compile(r"[._-](?:sacct|scontrol)\b")
+
+
+def _kernel_token(part: str) -> bool:
+    return not KERNEL_KINDS.isdisjoint(_WORDS.split(part.lower()))
+
+
+@lru_cache(maxsize=4096)
+def _directory_facts(directories: tuple[str, ...]) -> tuple[bool, str | None]:
+    """(a directory names a kernel log, the innermost directory that looks like a host): the same
+    for every file of a directory, so worked out once per directory."""
+    kernel = any(_kernel_token(d) for d in directories)
+    host = next((d for d in reversed(directories) if looks_like_host(d)), None)
+    return kernel, host
+
+
+def _kind(name: str, kernel_directory: bool) -> str:
+    if kernel_directory or _kernel_token(name):
+        return "dmesg"
+    name = name.lower()
+    if _RECORD_TOOL.match(name) or _RECORD_SUFFIX.search(name):
         return "scheduler_record"  # a table about the job (Start/End columns), not timed events
     if "nccl" in name:
         return "nccl"
     if name.startswith("slurm") or name.endswith(".out") and "slurm" in name:
         return "scheduler"
-    if "err" in re.split(r"[-_.]", name):
+    if "err" in _WORDS.split(name):
         return "stderr"
     return "log"
 
 
 def path_info(relative: PurePath) -> PathInfo:
     """Infer node, rank and kind from a path relative to the root the user named."""
-    parts = list(relative.parts)
+    return path_info_of(relative.parts)
+
+
+def path_info_of(parts: tuple[str, ...]) -> PathInfo:
+    """`path_info` of a relative path given as its parts (no Path object needed)."""
     if not parts:
         return PathInfo(None, None, "log")
-    stem = PurePath(parts[-1]).stem
-    kind = _kind(parts)
-    node = _stem_host(stem)
-    if node is None:
-        for directory in reversed(parts[:-1]):
-            if looks_like_host(directory):
-                node = directory
-                break
+    name = parts[-1]
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name  # PurePath(name).stem
+    kernel_directory, directory_host = _directory_facts(parts[:-1])
+    kind = _kind(name, kernel_directory)
+    node = _stem_host(stem) or directory_host
     rank_match = _RANK.search(stem)
     rank = int(rank_match.group(1)) if rank_match else None
     return PathInfo(node, rank, kind)

@@ -40,9 +40,3 @@ def split_prefix(line: str) -> Prefix:
         return Prefix(None, None, line[m.end():])
     return Prefix(None, None, line)
 
-
-def same_stream(a: str, b: str) -> bool:
-    """Whether two raw lines come from the same rank (same prefix): interleaved output of ranks
-    must not be stitched into one traceback."""
-    pa, pb = split_prefix(a), split_prefix(b)
-    return pa.rank == pb.rank and pa.local_rank == pb.local_rank

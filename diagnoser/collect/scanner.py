@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from diagnoser.collect import kernel, nccl, prefixes, slurm, torchrun
 from diagnoser.collect.paths import PathInfo
-from diagnoser.collect.text import clean_line, decode, truncate_around, visible_segments
+from diagnoser.collect.text import MAX_LINE_CHARS, clean_line, decode, truncate_around, visible_segments
 from diagnoser.collect.timestamps import parse_time
 from diagnoser.models import LogRecord
 from diagnoser.prefilter.engine import MultiMatcher
@@ -23,6 +23,7 @@ from diagnoser.prefilter.engine import MultiMatcher
 CHUNK_BYTES = 8 << 20
 LOOKBEHIND_BYTES = 64 << 10  # kept from the previous chunk: traceback frames, earlier timestamps
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this is cut into pieces
+NUMPY_COUNT_BYTES = 4 << 20  # newlines in larger spans are counted with numpy
 NEIGHBOUR_LINES = 40  # how far an untimed hit looks for a timed line each way
 MAX_EVENTS_PER_PATTERN = 256  # per file; the rest are only counted (bounded memory on any input)
 TRACEBACK_MAX_LINES = 120
@@ -112,12 +113,13 @@ def _lines_before(data: bytes, start: int, limit: int) -> list[str]:
 
 
 def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
-    """Newlines in data[start:end]; numpy's vectorised compare is ~2.3x faster than bytes.count here.
-    Counted in 1 MB slices so the comparison's temporary stays small."""
+    """Newlines in data[start:end]; numpy's vectorised compare is ~2.3x faster than bytes.count on
+    the chunks of big files, but importing it costs a small input more than it saves. Counted in
+    1 MB slices so the comparison's temporary stays small."""
     end = len(data) if end is None else end
-    if end - start <= 65536:
+    if end - start <= NUMPY_COUNT_BYTES:
         return data.count(b"\n", start, end)
-    import numpy as np  # here, not at the top: ~0.15 s of start-up that small inputs never need
+    import numpy as np  # here, not at the top: ~0.15 s of start-up (per worker) that small files never need
 
     view = np.frombuffer(data, dtype=np.uint8)
     return sum(int(np.count_nonzero(view[i:min(end, i + (1 << 20))] == 10)) for i in range(start, end, 1 << 20))
@@ -139,17 +141,23 @@ class _RecordBuilder:
         self.source = source
         self.info = info
         self.year = reference_year
-        # time of the line starting at an offset of the current window: hits come in clusters
-        # (a traceback, a watchdog block) and would otherwise re-read the same neighbours
+        # per window (`data`): the time of the line starting at an offset, and the record built for
+        # a line. Hits come in clusters (a traceback, a watchdog block) and the file's edges, last
+        # progress line and tail look at the same last lines: each line is read once.
         self._times: dict[int, datetime | None] = {}
-        self._times_of: bytes | None = None
+        self._records: dict[int, LogRecord] = {}
+        self._of: bytes | None = None
+
+    def _window(self, data: bytes) -> None:
+        if self._of is not data:
+            self._times, self._records, self._of = {}, {}, data
 
     def time_of(self, text: str) -> datetime | None:
         return parse_time(prefixes.split_prefix(text).rest, self.year)
 
-    def _line_time(self, data: bytes, lo: int, hi: int) -> datetime | None:
-        if self._times_of is not data:
-            self._times, self._times_of = {}, data
+    def line_time(self, data: bytes, lo: int, hi: int) -> datetime | None:
+        """The time of the clean line data[lo:hi], read once per window."""
+        self._window(data)
         if lo not in self._times:
             self._times[lo] = self.time_of(clean_line(decode(data[lo:hi])))
         return self._times[lo]
@@ -157,20 +165,31 @@ class _RecordBuilder:
     def neighbour_times(self, data: bytes, start: int, end: int) -> tuple[datetime | None, datetime | None]:
         """The times of the nearest timed lines before the line at [start, end) and after it
         (within NEIGHBOUR_LINES each way)."""
-        times_before = (self._line_time(data, lo, hi) for lo, hi in _back_spans(data, start, NEIGHBOUR_LINES))
-        times_after = (self._line_time(data, lo, hi) for lo, hi in _forward_spans(data, end + 1, NEIGHBOUR_LINES))
+        times_before = (self.line_time(data, lo, hi) for lo, hi in _back_spans(data, start, NEIGHBOUR_LINES))
+        times_after = (self.line_time(data, lo, hi) for lo, hi in _forward_spans(data, end + 1, NEIGHBOUR_LINES))
         before = next((t for t in times_before if t is not None), None)
         after = next((t for t in times_after if t is not None), None)
         return before, after
 
-    def build(self, data: bytes, start: int, end: int, line_no: int, hit_end: int) -> tuple[LogRecord, int]:
+    @staticmethod
+    def text(data: bytes, start: int, end: int, hit_end: int) -> tuple[str, int]:
+        """The visible text of the line at [start, end) and where in it the hit ends."""
         # decode at most MAX_LINE_BYTES of a line, centred on the hit (a line can be gigabytes)
         lo = max(start, min(hit_end - MAX_LINE_BYTES // 2, end - MAX_LINE_BYTES))
         raw = clean_line(decode(data[lo:min(end, lo + MAX_LINE_BYTES)]))
         segments = visible_segments(raw)
         text = segments[-1] if len(segments) == 1 else "\r".join(segments)
         rel_hit = min(len(text), max(0, hit_end - lo))
-        text = truncate_around(text, max(0, rel_hit - 200), rel_hit)
+        return truncate_around(text, max(0, rel_hit - 200), rel_hit), rel_hit
+
+    def line_record(self, data: bytes, start: int, end: int, line_no: int) -> LogRecord:
+        """The record of a whole line (a file's tail), shared with a hit on the same line."""
+        self._window(data)
+        record = self._records.get(start)
+        return record if record is not None else self.build(data, start, end, line_no, end)[0]
+
+    def build(self, data: bytes, start: int, end: int, line_no: int, hit_end: int) -> tuple[LogRecord, int]:
+        text, rel_hit = self.text(data, start, end, hit_end)
         prefix = prefixes.split_prefix(text)
         rest = prefix.rest
         node, rank, local_rank, kind = self.info.node, self.info.rank, None, self.info.kind
@@ -206,27 +225,32 @@ class _RecordBuilder:
             if fields.time:
                 time = parse_time(fields.time.replace("_", " "), self.year)
         else:
-            first_line, context = self._traceback(data, start, line_no, text)
+            first_line, context = self._traceback(data, start, line_no, text, prefix)
         not_after = None
         if time is None and kind != "scheduler_record":
             # no time of its own: the nearest timed lines before and after bound it
             time, not_after = self.neighbour_times(data, start, end)
             inferred = time is not None
-        record = LogRecord(source=self.source, line=line_no, text=text, time=time, time_inferred=inferred,
-                           time_not_after=not_after,
-                           node=node, rank=rank, local_rank=local_rank, kind=kind, first_line=first_line,
-                           context=context)
+        record = LogRecord(
+            source=self.source, line=line_no, text=text, time=time, time_inferred=inferred,
+            time_not_after=not_after, node=node, rank=rank, local_rank=local_rank, kind=kind,
+            first_line=first_line, context=context)
+        if end - start <= MAX_LINE_CHARS:  # short enough that where the hit is does not change the text
+            self._window(data)
+            self._records[start] = record
         return record, rel_hit
 
-    def _traceback(self, data: bytes, start: int, line_no: int, text: str) -> tuple[int | None, tuple[str, ...]]:
+    def _traceback(self, data: bytes, start: int, line_no: int, text: str,
+                   prefix: prefixes.Prefix) -> tuple[int | None, tuple[str, ...]]:
         """If the line ends a Python traceback, the traceback's first line and its frames."""
         if text.startswith((" ", "\t")) or ":" not in text:
             return None, ()
         frames: list[str] = []
         for i, line in enumerate(_back_lines(data, start, TRACEBACK_MAX_LINES)):
-            if not prefixes.same_stream(line, text):
+            other = prefixes.split_prefix(line)
+            if (other.rank, other.local_rank) != (prefix.rank, prefix.local_rank):
                 continue  # another rank's line interleaved
-            body = prefixes.split_prefix(line).rest
+            body = other.rest
             if body.startswith("Traceback (most recent call last)"):
                 return line_no - i - 1, tuple(reversed(frames[:12]))
             if not _TRACEBACK_BODY.match(body):
@@ -245,10 +269,10 @@ def raising_frame(record: LogRecord) -> tuple[int, str] | None:
     return None
 
 
-def _edge_time(lines: Iterator[str], builder: _RecordBuilder, last: bool = False) -> datetime | None:
-    """The first time found in `lines` (give them nearest-first)."""
-    for line in lines:
-        t = builder.time_of(line)
+def _edge_time(data: bytes, spans: Iterator[tuple[int, int]], builder: _RecordBuilder) -> datetime | None:
+    """The first time found in the lines at `spans` of `data` (give them nearest-first)."""
+    for lo, hi in spans:
+        t = builder.line_time(data, lo, hi)
         if t is not None:
             return t
     return None
@@ -268,19 +292,28 @@ def scan_stream(
     on_progress: Callable[[int], None] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     progress: re.Pattern[str] | None = None,
+    light: frozenset[int] = frozenset(),
 ) -> FileScan:
-    """Scan a binary stream; keep up to MAX_EVENTS_PER_PATTERN events per pattern."""
+    """Scan a binary stream; keep up to MAX_EVENTS_PER_PATTERN events per pattern. A hit of only
+    `light` patterns (context lines read for their text alone, e.g. NCCL placement lines) gets a
+    record with just its source, line and text."""
     scan = FileScan(source=source)
     builder = _RecordBuilder(source, info, reference_year)
     win = _Window()
     done_upto = 0  # absolute offset: hit lines starting before this were handled
     kept: dict[int, int] = {}
     first_chunk = True
+    pending = b""
     while True:
-        data = stream.read(chunk_bytes)
+        data, pending = pending or stream.read(chunk_bytes), b""
         if data and not data.endswith(b"\n"):
             data += stream.readline(MAX_LINE_BYTES)  # end on a line: the region is then the whole buffer
         eof = not data
+        if data and len(data) < chunk_bytes:
+            # a short read is almost always the end: make sure, and scan a small file in one pass
+            # (its hits, edges, progress line and tail read once, not again from the look-behind)
+            pending = stream.read(chunk_bytes)
+            eof = not pending
         buf = win.data + data
         scan.bytes += len(data)
         if on_progress and data:
@@ -292,14 +325,14 @@ def scan_stream(
             if cut <= done_upto - win.base:  # no newline in the last MB: a huge line, cut it
                 cut = len(buf)
         if first_chunk and buf:
-            scan.first_time = _edge_time(_forward_lines(buf, 0, EDGE_LINES), builder, last=False)
+            scan.first_time = _edge_time(buf, _forward_spans(buf, 0, EDGE_LINES), builder)
             first_chunk = False
         region = buf if cut == len(buf) else buf[:cut]
-        _handle_hits(region, win, done_upto, matcher, builder, scan, kept)
+        _handle_hits(region, win, done_upto, matcher, builder, scan, kept, light)
         if eof:
             scan.lines = win.base_line - 1 + count_newlines(region) + (0 if region.endswith(b"\n") or not region
                                                                        else 1)
-            scan.last_time = _edge_time(_back_lines(region, _end_of_last_line(region), EDGE_LINES), builder)
+            scan.last_time = _edge_time(region, _back_spans(region, _end_of_last_line(region), EDGE_LINES), builder)
             scan.last_progress = _last_progress(region, scan.lines, builder, progress)
             tail = _tail(region, scan.lines, builder)
             earlier = [r for r in scan.tail if not tail or r.line < tail[0].line]
@@ -308,7 +341,8 @@ def scan_stream(
         scan.tail = _tail(region, win.base_line + count_newlines(region) - 1, builder)
         done_upto = win.base + cut
         keep_from = max(0, cut - LOOKBEHIND_BYTES)
-        keep_from = buf.find(b"\n", keep_from, cut) + 1 or keep_from  # start the look-behind on a line
+        if keep_from:  # start the look-behind on a line (offset 0 is one)
+            keep_from = buf.find(b"\n", keep_from, cut) + 1 or keep_from
         win = _Window(buf[keep_from:], win.base + keep_from, win.base_line + count_newlines(buf, 0, keep_from))
     return scan
 
@@ -319,13 +353,14 @@ def _last_progress(region: bytes, last_line: int, builder: _RecordBuilder,
     progress = progress or _PROGRESS
     end = len(region) - 1 if region.endswith(b"\n") else len(region)
     line_no = last_line
-    for text in _back_lines(region, end + 1, PROGRESS_TAIL_LINES):
+    for lo, hi in _back_spans(region, end + 1, PROGRESS_TAIL_LINES):
+        text = clean_line(decode(region[lo:hi]))
         m = progress.search(text)
         if m:
             step = next((int(v) for v in m.groupdict().values() if v), None)
             if step is None and m.groups():
                 step = int(m.group(1)) if (m.group(1) or "").isdigit() else 0
-            return Progress(line_no, step or 0, builder.time_of(text), text[:500])
+            return Progress(line_no, step or 0, builder.line_time(region, lo, hi), text[:500])
         line_no -= 1
     return None
 
@@ -339,7 +374,7 @@ def _tail(region: bytes, last_line: int, builder: _RecordBuilder) -> list[LogRec
     line_no = last_line
     for lo, hi in _back_spans(region, _end_of_last_line(region), 4 * TAIL_LINES):
         if region[lo:hi].strip():
-            out.append(builder.build(region, lo, hi, line_no, hi)[0])
+            out.append(builder.line_record(region, lo, hi, line_no))
             if len(out) >= TAIL_LINES:
                 break
         line_no -= 1
@@ -347,7 +382,7 @@ def _tail(region: bytes, last_line: int, builder: _RecordBuilder) -> list[LogRec
 
 
 def _handle_hits(region: bytes, win: _Window, done_upto: int, matcher: MultiMatcher,
-                 builder: _RecordBuilder, scan: FileScan, kept: dict[int, int]) -> None:
+                 builder: _RecordBuilder, scan: FileScan, kept: dict[int, int], light: frozenset[int]) -> None:
     hits = matcher.scan(region)
     counted_pos, counted_lines = 0, win.base_line
     current_start = -1
@@ -366,7 +401,11 @@ def _handle_hits(region: bytes, win: _Window, done_upto: int, matcher: MultiMatc
             return
         for p in new:
             kept[p] = kept.get(p, 0) + 1
-        record, offset = builder.build(region, current_start, current_end, current_line, first_hit_end)
+        if light.issuperset(patterns):
+            text, offset = builder.text(region, current_start, current_end, first_hit_end)
+            record = LogRecord(source=builder.source, line=current_line, text=text)
+        else:
+            record, offset = builder.build(region, current_start, current_end, current_line, first_hit_end)
         scan.events.append(Event(record, patterns, offset))
 
     current_line = 0

@@ -1,7 +1,9 @@
 """Run the collectors and the matcher over every source, in parallel processes when it pays.
 
 Each worker compiles the pattern database once and returns only small results (matches capped per
-pattern and file, topology, counts), so memory stays bounded however many GB are read.
+pattern and file, topology, counts), so memory stays bounded however many GB are read. Small files
+travel in batches (one task and one result message per batch, not per file): a job of 100,000
+per-rank logs is a few hundred tasks.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from diagnoser.collect import pyspy
@@ -24,17 +27,26 @@ from diagnoser.prefilter.catalog import CATALOG_DIR
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
 from diagnoser.prefilter.runbooks import Runbook, default_runbook_dir, load_runbooks
+from diagnoser.prefilter.tails import PackedTail, pack_tails, tail_ranks, tail_rows
 
-PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
+# Below both, one process scans everything: starting workers (fork, compile or load the pattern
+# database, ship results back) costs more than it saves (bench/scale.py measures the crossing).
+PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MIN_FILES = 2000
+BATCH_BYTES = 8 << 20  # a batch of small files holds about this many bytes ...
+BATCH_FILES = 512  # ... or at most this many files
+BATCHES_PER_WORKER = 4  # at least this many batches per worker, so no core idles at the end
+# Context patterns whose hits are read only for their text (NCCL placement lines): no full record.
+TEXT_ONLY_CONTEXTS = frozenset({"nccl_init", "nccl_oob"})
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceResult:
     source: str
     kind: str
     node: str | None
     matches: list[SignatureMatch] = field(default_factory=list)
-    topology: Topology = field(default_factory=Topology)
+    placed: tuple | None = None  # what the file says about where ranks ran (see `topology`), compact
     weak: list[Event] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # runbook id -> lines matched in this file
     bytes: int = 0
@@ -45,7 +57,29 @@ class SourceResult:
     rank: int | None = None  # the rank whose log this is, when it is one rank's log
     stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
-    tail: list[LogRecord] = field(default_factory=list)  # the file's last lines (see collect.scanner.TAIL_LINES)
+    packed_tail: PackedTail | None = None  # the file's last lines (see collect.scanner.TAIL_LINES), compressed
+
+    @property
+    def topology(self) -> Topology:
+        topo = Topology()
+        if self.placed is not None:
+            placements, node_ips, task_nodes, task_exits = self.placed
+            topo.placements.update(placements)
+            topo.node_ips.update(node_ips)
+            topo.task_nodes.update(task_nodes)
+            topo.task_exits.extend(task_exits)
+        return topo
+
+    @property
+    def tail(self) -> list[LogRecord]:
+        """The file's last lines as records (unpacked on each call: keep the list if you need it twice)."""
+        return self.packed_tail.records(self.source) if self.packed_tail else []
+
+    @property
+    def tail_ranks(self) -> tuple[tuple[int, str | None], ...]:
+        """(rank, node) of the tail records on lines no match or error line of this file covers, in
+        order (repeats left out): what the tail adds to the job's ranks without unpacking it."""
+        return self.packed_tail.ranks if self.packed_tail else ()
 
 
 @dataclass
@@ -58,11 +92,12 @@ class ScanResult:
     def matches(self) -> list[SignatureMatch]:
         return [m for s in self.sources for m in s.matches]
 
-    @property
+    @cached_property
     def topology(self) -> Topology:
         topo = Topology()
         for s in self.sources:
-            topo.merge(s.topology)
+            if s.placed is not None:
+                topo.merge(s.topology)
         return topo
 
 
@@ -72,6 +107,7 @@ class _Worker:
     runbooks: list[Runbook]
     table: PatternTable
     matcher: MultiMatcher
+    text_only: frozenset[int]
 
     loaded_from: tuple | None = None
 
@@ -89,38 +125,63 @@ class _Worker:
         cls.runbooks = runbooks if runbooks is not None else load_runbooks(directory)
         cls.table = PatternTable.build(cls.runbooks)
         cls.matcher = build_matcher(cls.table.patterns)
+        cls.text_only = frozenset(i for i, (kind, j) in enumerate(cls.table.owner)
+                                  if kind == "context" and cls.table.context_names[j] in TEXT_ONLY_CONTEXTS)
 
 
 def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) -> SourceResult:
+    result, tail = _scan_file(source, on_progress)
+    if tail.records:
+        result.packed_tail = PackedTail(pack_tails([tail_rows(tail.records)]), 0, tail.ranks)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    records: list[LogRecord]
+    ranks: tuple[tuple[int, str | None], ...]
+
+
+_NO_TAIL = _Tail([], ())
+
+
+def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None) -> tuple[SourceResult, _Tail]:
+    """The result of one file, and its tail records (packed by the caller, alone or with a batch)."""
     result = SourceResult(source.name, source.info.kind, source.info.node, rank=source.info.rank)
     if source.path is not None and source.size <= pyspy.MAX_DUMP_BYTES and pyspy.NAME_HINT.search(source.name):
         try:
-            text = source.path.read_text(encoding="utf-8", errors="replace")
+            with open(source.path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
         except OSError as exc:
             result.warning = exc.strerror or str(exc)
-            return result
+            return result, _NO_TAIL
         if pyspy.looks_like_dump(text):
             result.stack = pyspy.main_stack(text)
             result.bytes, result.lines = len(text.encode()), text.count("\n")
-            return result
+            return result, _NO_TAIL
     year = datetime.fromtimestamp(source.mtime or time.time(), tz=UTC).year
     try:
         stream = open_source(source, stdin=getattr(sys.stdin, "buffer", None) if source.path is None else None)
     except (OSError, ValueError) as exc:
         result.warning = getattr(exc, "strerror", None) or str(exc)
-        return result
+        return result, _NO_TAIL
     try:
-        scan = scan_stream(stream, source.name, source.info, _Worker.matcher, year, on_progress)
+        scan = scan_stream(stream, source.name, source.info, _Worker.matcher, year, on_progress,
+                           light=_Worker.text_only)
     except OSError as exc:  # e.g. a file truncated or removed while being read
         result.warning = f"read error after some bytes: {exc.strerror or exc}"
-        return result
+        return result, _NO_TAIL
     finally:
         damaged = getattr(stream, "error", None) or getattr(getattr(stream, "raw", None), "error", None)
         if source.path is not None:
             stream.close()
     if damaged:
         result.warning = damaged  # the source still counts: its evidence before the damage is kept
-    result.matches, result.topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
+    matches, topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
+    result.matches = matches
+    if topology.placements or topology.node_ips or topology.task_nodes or topology.task_exits:
+        result.placed = (tuple(topology.placements.items()), tuple(topology.node_ips.items()),
+                         tuple(topology.task_nodes.items()), tuple(topology.task_exits))
     table = _Worker.table
     for pattern, count in scan.counts.items():
         kind, index = table.owner[pattern]
@@ -130,14 +191,63 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
     result.bytes, result.lines = scan.bytes, scan.lines
     result.first_time, result.last_time = scan.first_time, scan.last_time
     result.last_progress = scan.last_progress
-    result.tail = scan.tail
+    hit_lines = {m.record.line for m in matches} | {e.record.line for e in result.weak}
     if result.rank is None and scan.last_progress is not None:
         result.rank = split_prefix(scan.last_progress.text).rank
-    return result
+    return result, _Tail(scan.tail, tail_ranks(scan.tail, hit_lines))
 
 
-def _scan_one_in_worker(source: Source) -> SourceResult:
-    return _scan_one(source)
+def _scan_batch(sources: list[Source]) -> list[SourceResult]:
+    """A worker's task: several files, one result message. A file that cannot be read (vanished,
+    unreadable, damaged) is a warning on its own result and the others are scanned."""
+    scanned = [_scan_file(s) for s in sources]
+    with_tail = [(r, tail) for r, tail in scanned if tail.records]
+    blob = pack_tails([tail_rows(tail.records) for _, tail in with_tail])  # the batch's tails compress together
+    for i, (r, tail) in enumerate(with_tail):
+        r.packed_tail = PackedTail(blob, i, tail.ranks)
+    results = [r for r, _ in scanned]
+    _share_field_sets(results)
+    return results
+
+
+def _share_field_sets(results: list[SourceResult]) -> None:
+    """Pydantic keeps, per model instance, the set of the fields given (about 700 bytes for a
+    LogRecord): identical sets become one object, so pickling sends and rebuilds it once a batch
+    (a third of the memory 100,000 files' matches hold). Safe: these models are frozen, and pydantic
+    copies the set before it changes it (`model_copy`)."""
+    shared: dict[tuple[type, frozenset[str]], set[str]] = {}
+    for r in results:
+        for model in [*(m for m in r.matches), *(m.record for m in r.matches), *(e.record for e in r.weak)]:
+            fields = model.__pydantic_fields_set__
+            object.__setattr__(model, "__pydantic_fields_set__",
+                               shared.setdefault((type(model), frozenset(fields)), fields))
+
+
+def plan_batches(sizes: list[int], workers: int) -> list[list[int]]:
+    """Indexes of the sources grouped into tasks: big files first and alone, small files together
+    (about BATCH_BYTES or BATCH_FILES a batch, smaller when that leaves a worker idle)."""
+    total = sum(sizes)
+    target = max(1 << 20, min(BATCH_BYTES, total // max(1, workers * BATCHES_PER_WORKER)))
+    per_batch = max(16, min(BATCH_FILES, len(sizes) // max(1, workers * BATCHES_PER_WORKER)))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_bytes = 0
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):  # stable: equal sizes keep their order
+        if current and (current_bytes + sizes[i] > target or len(current) >= per_batch):
+            batches.append(current)
+            current, current_bytes = [], 0
+        current.append(i)
+        current_bytes += sizes[i]
+    if current:
+        batches.append(current)
+    return batches
+
+
+def use_workers(sources: list[Source], workers: int) -> bool:
+    """Whether starting worker processes pays for this input (see PARALLEL_MIN_BYTES/FILES)."""
+    if workers <= 1 or len(sources) <= 1 or not all(s.path for s in sources):
+        return False
+    return sum(s.size for s in sources) >= PARALLEL_MIN_BYTES or len(sources) >= PARALLEL_MIN_FILES
 
 
 def scan_sources(
@@ -149,22 +259,23 @@ def scan_sources(
 ) -> ScanResult:
     """Scan all sources; results keep the order of `sources`."""
     started = time.perf_counter()
-    total = sum(s.size for s in sources)
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    parallel = workers > 1 and len(sources) > 1 and total >= PARALLEL_MIN_BYTES and all(s.path for s in sources)
-    if parallel:
-        order = sorted(range(len(sources)), key=lambda i: -sources[i].size)  # big files first
+    rules = str(runbook_dir) if runbook_dir else None
+    _Worker.setup(rules, runbooks)  # before the workers fork: they share the rules and the database
+    if use_workers(sources, workers):
         results: list[SourceResult | None] = [None] * len(sources)
-        with ProcessPoolExecutor(max_workers=workers, initializer=_Worker.setup,
-                                 initargs=(str(runbook_dir) if runbook_dir else None,)) as pool:
-            futures = {pool.submit(_scan_one_in_worker, sources[i]): i for i in order}
-            for future, i in futures.items():
-                results[i] = future.result()
+        batches = plan_batches([s.size for s in sources], workers)
+        with ProcessPoolExecutor(max_workers=min(workers, len(batches)), initializer=_Worker.setup,
+                                 initargs=(rules, runbooks)) as pool:
+            futures = {pool.submit(_scan_batch, [sources[i] for i in batch]): batch for batch in batches}
+            for future in as_completed(futures):
+                batch = futures.pop(future)
+                for i, result in zip(batch, future.result(), strict=True):
+                    results[i] = result
                 if on_progress:
-                    on_progress(sources[i].size)
+                    on_progress(sum(sources[i].size for i in batch))
         done = [r for r in results if r is not None]
     else:
-        _Worker.setup(str(runbook_dir) if runbook_dir else None, runbooks)
         done = [_scan_one(s, on_progress) for s in sources]
     warnings = [InputWarning(source=r.source, message=r.warning) for r in done if r.warning]
     return ScanResult(done, warnings, time.perf_counter() - started)
