@@ -138,13 +138,11 @@ def _later_stages(analysis: Analysis, base_url: str | None, model: str | None, l
     endpoint failure the rule verdict stays, with a note). A bad LLM configuration is a ValueError.
     "LLM stage off" is noted only with --verbose: an unconfigured stage is the normal offline case."""
     from diagnoser.classify import load_config
-    from diagnoser.classify.stage import review
+    from diagnoser.classify.stage import review, without_off_note
 
     config = load_config(base_url=base_url, model=model, llm=llm, no_remote=no_remote)
     diagnosis = review(analysis, config)
-    if config.enabled or verbose:
-        return diagnosis
-    return diagnosis.model_copy(update={"notes": [n for n in diagnosis.notes if n != config.describe()]})
+    return diagnosis if verbose else without_off_note(diagnosis, config)
 
 
 runbooks_app = typer.Typer(help="The failure classes diagnoser recognises (shipped, site and catalog rules).",

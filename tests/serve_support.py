@@ -94,7 +94,7 @@ def same_verdict(a: dict, b: dict) -> None:
     a, b = dict(a), dict(b)
     for d in (a, b):
         d["stats"] = {k: v for k, v in d["stats"].items() if k != "seconds"}
-    assert a == b
+    assert a == b, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
 
 
 def tgz(directory: Path, **extra: bytes) -> bytes:

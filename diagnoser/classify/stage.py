@@ -121,6 +121,14 @@ def llm_stage(rule: Diagnosis, window: list[LogRecord], similar: list[SimilarInc
     return _noted(merged, *prompt.notes) if prompt.notes else merged
 
 
+def without_off_note(diagnosis: Diagnosis, config: LLMConfig) -> Diagnosis:
+    """The verdict without the "LLM stage off" note when no endpoint is configured: that is the normal
+    offline case, not news on every verdict (`diagnoser triage --verbose` keeps it)."""
+    if config.enabled:
+        return diagnosis
+    return diagnosis.model_copy(update={"notes": [n for n in diagnosis.notes if n != config.describe()]})
+
+
 def review(analysis: Analysis, config: LLMConfig, *, transport: Transport | None = None) -> Diagnosis:
     """The LLM stage on a triage `Analysis` (what `diagnoser triage` runs when an endpoint is set):
     the evidence window of `window.evidence_window`, the job scope of `scope.scope_of`."""

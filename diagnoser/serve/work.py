@@ -31,7 +31,7 @@ def triage_job(paths: list[str], within: list[str] | None) -> dict[str, Any]:
     """{"ok": True, "diagnosis": diagnosis/v1, "llm": outcome, "seconds": s} or {"ok": False, "error": reason}."""
     from diagnoser.classify import load_config
     from diagnoser.classify.redact import redact, redact_diagnosis
-    from diagnoser.classify.stage import review
+    from diagnoser.classify.stage import review, without_off_note
     from diagnoser.collect.files import UnusableInput
     from diagnoser.metrics_export import llm_outcome
     from diagnoser.prefilter.runbooks import RunbookError
@@ -41,7 +41,7 @@ def triage_job(paths: list[str], within: list[str] | None) -> dict[str, Any]:
     try:
         analysis = analyse(paths, within=tuple(Path(p) for p in within) if within else None)
         config = load_config()
-        diagnosis = redact_diagnosis(review(analysis, config))
+        diagnosis = redact_diagnosis(without_off_note(review(analysis, config), config))
     except (UnusableInput, RunbookError, ValueError) as exc:
         return {"ok": False, "error": redact(str(exc))}
     return {"ok": True, "diagnosis": diagnosis.to_json_dict(), "llm": llm_outcome(config, diagnosis),
