@@ -131,12 +131,13 @@ def _register_subcommands(target: typer.Typer) -> None:
     from diagnoser.act.cli import register as register_act
     from diagnoser.bot.cli import register as register_bot
     from diagnoser.classify.cli import register as register_classify
+    from diagnoser.mcp_server.cli import register as register_mcp
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.retrieve.cli import register as register_incidents
     from diagnoser.slurm.cli import register as register_slurm
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
-                     register_bot):
+                     register_bot, register_mcp):
         register(target)
 
 

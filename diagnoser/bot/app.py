@@ -22,7 +22,7 @@ from diagnoser.bot.approver import answer, parse_value
 from diagnoser.bot.config import BotConfig
 from diagnoser.bot.feedback import FeedbackSink, VerdictCache
 from diagnoser.bot.poster import SlackPoster
-from diagnoser.bot.security import RateLimiter
+from diagnoser.bot.security import RateLimiter, below_roots
 from diagnoser.classify.redact import redact
 from diagnoser.models import Category, Diagnosis
 
@@ -50,8 +50,8 @@ def resolve_target(arg: str, cfg: BotConfig) -> tuple[str, list[str]]:
             return arg, [str(attempts[-1] / "logs") if attempts else str(run)]
         if (runs / arg).is_symlink() and not run.is_relative_to(runs):
             raise TargetError(f"`{arg}` leads outside the runs root; not read")
-    path = Path(arg).expanduser().resolve()
-    if not any(path == r or path.is_relative_to(r) for r in roots):
+    path = below_roots(arg, roots)
+    if path is None:
         raise TargetError(f"`{arg}` is not a known job id and not below an allowed log root")
     if not path.exists():
         raise TargetError(f"`{arg}`: no such file or directory")

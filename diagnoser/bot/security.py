@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 VERSION = "v0"
 TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
@@ -25,6 +26,15 @@ def sign(secret: str, timestamp: str | int, body: bytes | str) -> str:
     raw = body.encode() if isinstance(body, str) else body
     base = f"{VERSION}:{timestamp}:".encode() + raw
     return f"{VERSION}=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def below_roots(path: str | Path, roots: Iterable[Path]) -> Path | None:
+    """`path` resolved (symlinks followed) if it is one of `roots` or lies below one, else None.
+    The rule every remote caller (`/diagnose`, the MCP and HTTP servers) is held to; `roots` must be
+    resolved already. The triage itself is then run with `within=roots` so that no symlink inside a
+    directory leads out."""
+    real = Path(path).expanduser().resolve()
+    return real if any(real == r or real.is_relative_to(r) for r in roots) else None
 
 
 @dataclass(frozen=True)
