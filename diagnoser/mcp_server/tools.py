@@ -66,10 +66,11 @@ def triage(paths: list[str], settings: McpSettings) -> dict[str, Any]:
 @contextmanager
 def open_store(settings: McpSettings):  # type: ignore[no-untyped-def]
     """The incident store (created with the seed memory on first use, as the CLI does)."""
-    from diagnoser.retrieve.store import IncidentStore, StoreError
+    from diagnoser.retrieve.backend import open_store
+    from diagnoser.retrieve.store import StoreError
 
     try:
-        store = IncidentStore.create(settings.store)
+        store = open_store(settings.store)
     except StoreError as exc:
         raise ToolFailure(f"incident store unavailable: {exc}") from None
     with store:
