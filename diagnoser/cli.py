@@ -226,13 +226,14 @@ def _register_subcommands(target: typer.Typer) -> None:
     from diagnoser.bot.cli import register as register_bot
     from diagnoser.classify.cli import register as register_classify
     from diagnoser.config_cli import register as register_config
+    from diagnoser.mcp_server.cli import register as register_mcp
     from diagnoser.metrics.cli import register as register_metrics
     from diagnoser.retrieve.cli import register as register_incidents
     from diagnoser.serve.cli import register as register_serve
     from diagnoser.slurm.cli import register as register_slurm
 
     for register in (register_act, register_metrics, register_slurm, register_classify, register_incidents,
-                     register_bot, register_config, register_serve):
+                     register_bot, register_config, register_serve, register_mcp):
         register(target)
 
 

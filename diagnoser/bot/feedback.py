@@ -72,11 +72,13 @@ class FeedbackSink:
         with self._lock:
             if self.mode == "store":
                 try:
-                    from diagnoser.retrieve.store import IncidentStore
+                    from diagnoser.retrieve.backend import open_store
 
-                    with IncidentStore.create(self.store) as st:
+                    with open_store(self.store) as st:
                         return f"incident {st.vouch(incident).id}"
                 except Exception as exc:  # noqa: BLE001 - fall back to the import file
+                    if type(exc).__name__ == "Spooled":  # kept for the memory server: not lost, not twice
+                        return "the incident spool (the memory server is unreachable)"
                     log.warning("incident store unavailable (%s); writing %s", exc, self.jsonl)
             self.jsonl.parent.mkdir(parents=True, exist_ok=True)
             with self.jsonl.open("a", encoding="utf-8") as f:

@@ -4,11 +4,19 @@ again while it reads (a symlink inside an allowed directory that leads out is no
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 
 class TargetError(ValueError):
     """A job id or path that may not or cannot be read."""
+
+
+def below_roots(path: str | Path, roots: Iterable[Path]) -> Path | None:
+    """`path` resolved (symlinks followed) if it is one of `roots` or lies below one, else None: the rule
+    every remote caller (`/diagnose`, the HTTP and MCP servers) is held to; `roots` resolved already."""
+    real = Path(path).expanduser().resolve()
+    return real if any(real == r or real.is_relative_to(r) for r in roots) else None
 
 
 def resolve_target(arg: str, roots: tuple[Path, ...], runs_root: Path | None = None) -> tuple[str, list[str]]:
@@ -26,8 +34,8 @@ def resolve_target(arg: str, roots: tuple[Path, ...], runs_root: Path | None = N
             return arg, [str(attempts[-1] / "logs") if attempts else str(run)]
         if (runs / arg).is_symlink() and not run.is_relative_to(runs):
             raise TargetError(f"`{arg}` leads outside the runs root; not read")
-    path = Path(arg).expanduser().resolve()
-    if not any(path == r or path.is_relative_to(r) for r in roots):
+    path = below_roots(arg, roots)
+    if path is None:
         raise TargetError(f"`{arg}` is not a known job id and not below an allowed log root")
     if not path.exists():
         raise TargetError(f"`{arg}`: no such file or directory")

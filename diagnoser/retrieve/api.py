@@ -4,6 +4,7 @@ Built never to slow down or break a triage:
 - the read path loads the store's search cache (numpy files) and never imports chromadb; only a
   stale or damaged cache sends it to the store (chromadb) for a rebuild;
 - with no store on this machine yet, the shipped seed memory answers (in memory, milliseconds);
+- with a shared memory server, the host's synced view answers (remote.server_neighbours);
 - any failure is logged and answered with "nothing similar" ([] / None).
 """
 
@@ -20,6 +21,7 @@ from diagnoser.retrieve.lexical import LexicalIndex
 from diagnoser.retrieve.paths import resolve_store_path
 from diagnoser.retrieve.runbook_index import RunbookDoc, RunbookIndex
 from diagnoser.retrieve.seed import shipped_seed
+from diagnoser.retrieve.server_config import memory_server
 from diagnoser.retrieve.signature import signature_text
 from diagnoser.retrieve.vote import Vote, neighbour_vote
 
@@ -88,6 +90,11 @@ def neighbours(evidence_text: str, k: int = 5, store_path: Path | None = None) -
         if not signature:
             return []
         path = resolve_store_path(store_path)
+        server = memory_server()
+        if server is not None:
+            from diagnoser.retrieve.remote import server_neighbours
+
+            return server_neighbours(server, path, signature, k)
         if (path / "store.json").is_file():
             return _from_store(path, signature, k)
         return _from_seed(signature, k)

@@ -21,7 +21,8 @@ from diagnoser.retrieve.incident import ID_PATTERN, Incident, Outcome, Status, f
 from diagnoser.retrieve.signature import signature_text
 
 EXIT_UNUSABLE = 2
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="Incident store directory [env: DIAGNOSER_STORE]")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="Incident store directory (with a memory server: "
+                                                 "this host's view and spool) [env: DIAGNOSER_STORE]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 ByOpt = Annotated[str, typer.Option("--by", help="Who vouches for the verdict")]
 ResolutionOpt = Annotated[str | None, typer.Option("--resolution", help="What was done about it")]
@@ -36,10 +37,11 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> None:
 
 @contextmanager
 def _store(path: Path | None) -> Iterator[Any]:
-    from diagnoser.retrieve.store import IncidentStore, StoreError
+    from diagnoser.retrieve.backend import open_store
+    from diagnoser.retrieve.store import StoreError
 
     try:
-        with IncidentStore.create(path) as store:
+        with open_store(path) as store:
             yield store
     except StoreError as exc:
         _fail(str(exc))

@@ -31,10 +31,11 @@ from diagnoser.retrieve.cache import CacheError, SearchCache
 from diagnoser.retrieve.dedup import ImportReport, merge, plan_import
 from diagnoser.retrieve.embed import HashingEmbedder, chroma_function, make_embedder
 from diagnoser.retrieve.incident import Incident, format_id, id_number, utcnow
-from diagnoser.retrieve.lines import MAX_LINE_BYTES, read_lines
+from diagnoser.retrieve.lines import MAX_LINE_BYTES
 from diagnoser.retrieve.paths import resolve_store_path
 from diagnoser.retrieve.seed import shipped_seed
 from diagnoser.retrieve.signature import signature_text
+from diagnoser.retrieve.transfer import ImportFileError, read_import, write_export
 
 STORE_FORMAT = "diagnoser-incident-store"
 STORE_VERSION = 1
@@ -408,43 +409,15 @@ class IncidentStore:
     # ------------------------------------------------------------------ export / import
     def export_jsonl(self, out: Path | IO[str]) -> int:
         """Write every incident as one `incident/v1` JSON line (sorted by id); returns the count."""
-        incidents = sorted(self.iter_incidents(), key=lambda i: i.id)
-        lines = [inc.model_dump_json(by_alias=True) + "\n" for inc in incidents]
-        if isinstance(out, Path):
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text("".join(lines), encoding="utf-8")
-            os.replace(tmp, out)
-        else:
-            out.writelines(lines)
-        return len(lines)
+        return write_export(self.iter_incidents(), out)
 
     def import_jsonl(self, source: Path | IO, max_line_bytes: int = MAX_LINE_BYTES) -> ImportReport:
-        """Import an export or a journal; importing the same file twice changes nothing.
-
-        Read line by line: a line over `max_line_bytes` is skipped unread, and a last line cut short
-        (a writer that crashed mid-line) is left out; both are listed in the report's `unread`.
-        Any other line that is not an `incident/v1` record refuses the whole file.
-        """
-        if isinstance(source, Path):
-            try:
-                with source.open("rb") as fh:
-                    return self.import_jsonl(fh, max_line_bytes)
-            except OSError as exc:
-                raise StoreError(f"cannot read {source}: {exc.strerror or exc}") from exc
-        incidents, unread = [], []
-        for line in read_lines(source, max_line_bytes):
-            try:
-                if line.text is None:
-                    raise ValueError(line.problem)
-                incidents.append(Incident.model_validate_json(line.text))
-            except ValueError as exc:
-                if not line.whole:
-                    unread.append(f"line {line.number} is cut short (no newline: a writer stopped mid-line), "
-                                  f"left out")
-                elif line.text is None and line.problem.startswith("longer"):
-                    unread.append(f"line {line.number} is {line.problem}")
-                else:
-                    raise StoreError(f"line {line.number} is not an incident/v1 record: {str(exc)[:300]}") from exc
+        """Import an export or a journal (see `transfer.read_import`); importing the same file twice
+        changes nothing. Lines left out are listed in the report's `unread`."""
+        try:
+            incidents, unread = read_import(source, max_line_bytes)
+        except ImportFileError as exc:
+            raise StoreError(str(exc)) from exc
         return dataclasses.replace(self.import_incidents(incidents), unread=unread)
 
     def import_incidents(self, incidents: Iterable[Incident]) -> ImportReport:
