@@ -141,7 +141,7 @@ class MemorySettings(_Section):
     path: Path | None = None  # store directory (default: the user data dir; DIAGNOSER_STORE)
     tenant: str = "default_tenant"
     database: str = "default_database"
-    collection: str = "incidents"
+    collection: str = "diagnoser-incidents"
 
 
 class McpSettings(_Section):

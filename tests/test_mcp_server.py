@@ -30,8 +30,8 @@ def _env(store: Path) -> dict[str, str]:
     return env
 
 
-def _server_args(*extra: str) -> list[str]:
-    return ["-m", "diagnoser.cli", "mcp", "--root", str(ROOT / "log_fixtures"), *extra]
+def _server_args(*extra: str, command: tuple[str, ...] = ("mcp",)) -> list[str]:
+    return ["-m", "diagnoser.cli", *command, "--root", str(ROOT / "log_fixtures"), *extra]
 
 
 async def _session_calls(session: ClientSession, store: Path) -> dict:
@@ -124,11 +124,12 @@ def test_stdio_transport(tmp_path):
     assert out["explain_none"].is_error and "no incident 'inc-99999'" in _text(out["explain_none"])
 
 
-def test_streamable_http_transport(tmp_path):
+def test_streamable_http_transport_as_serve_mcp(tmp_path):
+    # `diagnoser serve --mcp` is the same server as `diagnoser mcp`
     store = tmp_path / "store"
     port = free_port()
     proc = subprocess.Popen([sys.executable, *_server_args("--store", str(store), "--transport", "streamable-http",
-                                                           "--port", str(port))],
+                                                           "--port", str(port), command=("serve", "--mcp"))],
                             env=_env(store), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}/mcp"

@@ -189,3 +189,15 @@ def test_bad_server_config_is_a_store_error(tmp_path, monkeypatch):
     monkeypatch.setenv("DIAGNOSER_MEMORY__SERVER", "not-a-url")
     with pytest.raises(StoreError, match="DIAGNOSER_MEMORY__SERVER"):
         open_store(tmp_path)
+
+
+def test_the_settings_files_memory_section_selects_the_server_and_the_environment_wins(tmp_path) -> None:
+    from diagnoser.retrieve.server_config import memory_server
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[memory]\nserver = "http://chroma.internal:8000"\ncollection = "team-a"\n')
+    server = memory_server({"DIAGNOSER_CONFIG": str(cfg)})
+    assert (server.url, server.collection) == ("http://chroma.internal:8000", "team-a")
+    env = {"DIAGNOSER_CONFIG": str(cfg), "DIAGNOSER_MEMORY__SERVER": "http://127.0.0.1:9000"}
+    assert memory_server(env).url == "http://127.0.0.1:9000"
+    assert memory_server({"DIAGNOSER_CONFIG": str(tmp_path / "absent.toml")}) is None

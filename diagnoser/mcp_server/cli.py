@@ -10,6 +10,27 @@ import typer
 EXIT_UNUSABLE = 2
 
 
+def start_mcp(transport: str, host: str, port: int, root: list[str] | None, store: Path | None,
+              runbooks: Path | None) -> None:
+    """Check the options, load the settings and serve (what `diagnoser mcp` and `diagnoser serve --mcp` run)."""
+    from diagnoser.mcp_server.config import load_settings
+
+    if transport not in ("stdio", "streamable-http"):
+        typer.echo(f"diagnoser: unknown --transport {transport!r} (stdio | streamable-http)", err=True)
+        raise typer.Exit(EXIT_UNUSABLE)
+    try:
+        settings = load_settings(root, store, runbooks)
+    except ValueError as exc:
+        typer.echo(f"diagnoser: {exc}", err=True)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    try:
+        from diagnoser.mcp_server.server import run_mcp
+    except ImportError:
+        typer.echo("diagnoser: the MCP server needs the mcp SDK: pip install 'diagnoser[mcp]'", err=True)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    run_mcp(transport, host, port, settings)  # type: ignore[arg-type]
+
+
 def register(app: typer.Typer) -> None:
     """Add the `mcp` command to the diagnoser CLI."""
 
@@ -25,19 +46,4 @@ def register(app: typer.Typer) -> None:
         runbooks: Annotated[Path | None, typer.Option(help="Runbook directory [env: DIAGNOSER_RUNBOOKS]")] = None,
     ) -> None:
         """Serve triage, incident search, runbooks and verdict explanations to MCP clients (agents, IDEs)."""
-        from diagnoser.mcp_server.config import load_settings
-
-        if transport not in ("stdio", "streamable-http"):
-            typer.echo(f"diagnoser: unknown --transport {transport!r} (stdio | streamable-http)", err=True)
-            raise typer.Exit(EXIT_UNUSABLE)
-        try:
-            settings = load_settings(root, store, runbooks)
-        except ValueError as exc:
-            typer.echo(f"diagnoser: {exc}", err=True)
-            raise typer.Exit(EXIT_UNUSABLE) from None
-        try:
-            from diagnoser.mcp_server.server import run_mcp
-        except ImportError:
-            typer.echo("diagnoser: the MCP server needs the mcp SDK: pip install 'diagnoser[mcp]'", err=True)
-            raise typer.Exit(EXIT_UNUSABLE) from None
-        run_mcp(transport, host, port, settings)  # type: ignore[arg-type]
+        start_mcp(transport, host, port, root, store, runbooks)

@@ -6,7 +6,6 @@ line's overrides), so that one settings tree can supply them instead.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +34,11 @@ def _roots(values: list[str]) -> tuple[Path, ...]:
 
 def load_settings(roots: list[str] | None = None, store: Path | None = None,
                   runbooks: Path | None = None) -> McpSettings:
-    """The settings: `roots` from the command line, else `DIAGNOSER_MCP__ROOTS` (os.pathsep-separated).
-    ValueError (a one-line reason) if a root is not a directory."""
+    """The settings: `roots` from the command line, else the settings tree's `[mcp] roots` (the file, or
+    `DIAGNOSER_MCP__ROOTS`, os.pathsep-separated or JSON). ValueError (a one-line reason) if a root is
+    not a directory."""
     if not roots:
-        roots = [r for r in os.environ.get(ENV_ROOTS, "").split(os.pathsep) if r.strip()]
+        from diagnoser.settings import load_settings as load_tree
+
+        roots = [str(r) for r in load_tree().settings.mcp.roots]
     return McpSettings(roots=_roots(roots), store=store, runbooks=runbooks)

@@ -45,7 +45,7 @@ def confine(paths: list[str], settings: McpSettings) -> list[str]:
 def run_triage(paths: list[str], settings: McpSettings) -> Diagnosis:
     """The CLI's triage (rules, retrieval, the LLM stage when configured), confined to the roots, redacted."""
     from diagnoser.classify import load_config
-    from diagnoser.classify.stage import review
+    from diagnoser.classify.stage import review, without_off_note
     from diagnoser.collect.files import UnusableInput
     from diagnoser.prefilter.runbooks import RunbookError
     from diagnoser.triage import analyse
@@ -54,7 +54,8 @@ def run_triage(paths: list[str], settings: McpSettings) -> Diagnosis:
     try:
         with _TRIAGE_LOCK:
             analysis = analyse(confined, runbook_dir=settings.runbooks, within=settings.roots)
-            return redact_diagnosis(review(analysis, load_config()))
+            config = load_config()
+            return redact_diagnosis(without_off_note(review(analysis, config), config))
     except (UnusableInput, RunbookError, ValueError) as exc:
         raise ToolFailure(scrub(str(exc))) from None
 

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 PREFIX = "DIAGNOSER_MEMORY__"
@@ -51,9 +52,25 @@ class MemoryServer:
         return f"{self.url} ({self.tenant}/{self.database}/{self.collection})"
 
 
+def _from_settings_file(env: Mapping[str, str]) -> dict[str, str]:
+    """The settings file's `[memory]` section, read only when a file exists (plain triage does not pay
+    for the settings tree)."""
+    from diagnoser.settings import default_config_path, load_settings
+
+    path = Path(env["DIAGNOSER_CONFIG"]) if env.get("DIAGNOSER_CONFIG") else default_config_path()
+    if not path.is_file():
+        return {}
+    section = load_settings(path, env={}, default_file=False).settings.memory
+    return {k: str(v) for k, v in section.model_dump().items() if v and k in ("server", "tenant", "database",
+                                                                                "collection")}
+
+
 def memory_server(env: Mapping[str, str] | None = None) -> MemoryServer | None:
-    """The configured server, or None (embedded store). ValueError with the reason if it is malformed."""
+    """The configured server, or None (embedded store): `DIAGNOSER_MEMORY__*`, else the settings file's
+    `[memory]` section. ValueError with the reason if it is malformed."""
     env = os.environ if env is None else env
+    filed = {} if env.get(PREFIX + "SERVER", "").strip() else _from_settings_file(env)
+    env = {**{PREFIX + k.upper(): v for k, v in filed.items()}, **env}
     url = env.get(PREFIX + "SERVER", "").strip().rstrip("/")
     if not url:
         return None

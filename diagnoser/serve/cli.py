@@ -25,12 +25,22 @@ def serve_command(
                                               "[env: DIAGNOSER_SERVE__QUEUE]")] = None,
     store: Annotated[Path | None, typer.Option(help="Incident store directory [env: DIAGNOSER_STORE]")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    mcp: Annotated[bool, typer.Option("--mcp", help="Serve the MCP tools instead of the HTTP API (stdio, or "
+                                      "streamable HTTP with --transport; roots: --root or DIAGNOSER_MCP__ROOTS)")
+                   ] = False,
+    transport: Annotated[str, typer.Option(help="With --mcp: stdio or streamable-http")] = "stdio",
 ) -> None:
     """Serve the HTTP API: triage by path or upload, incidents, feedback, health, /metrics.
 
     The token is never taken from the command line (shell history, `ps`): use the environment or
     --token-file. Listening beyond loopback needs a token.
     """
+    if mcp:  # `diagnoser serve --mcp` is `diagnoser mcp` (port default 8765 for streamable HTTP)
+        from diagnoser.mcp_server.cli import start_mcp
+
+        start_mcp(transport, host or "127.0.0.1", port if port is not None else 8765,
+                  [str(r) for r in root] if root else None, store, None)
+        return
     from diagnoser.serve.config import ServeConfigError, load_serve_config
 
     try:
