@@ -77,15 +77,18 @@ def test_upload_names_stay_inside() -> None:
             safe_relpath(bad)
 
 
-def test_triage_does_not_import_the_service_stack() -> None:
+def test_triage_does_not_import_the_service_stack(tmp_path) -> None:
     import subprocess
     import sys
 
     fixture = Path(__file__).resolve().parent.parent / "log_fixtures" / "xid79-then-nccl-timeouts"
     code = ("import sys; from diagnoser.cli import app\n"
             f"try:\n    app(['triage', '--json', {str(fixture)!r}])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette', 'prometheus_client', 'diagnoser.serve')"
-            " if m in sys.modules), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+            "print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette', 'prometheus_client', 'diagnoser.serve',"
+            " 'mcp', 'pydantic_settings') if m in sys.modules), file=sys.stderr)")
+    # no settings file: plain triage does not load the settings tree either
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIAGNOSER_")} | {"XDG_CONFIG_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                          env=env)
     assert '"category": "hardware"' in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "[]"

@@ -55,11 +55,13 @@ class MemoryServer:
 def _from_settings_file(env: Mapping[str, str]) -> dict[str, str]:
     """The settings file's `[memory]` section, read only when a file exists (plain triage does not pay
     for the settings tree)."""
-    from diagnoser.settings import default_config_path, load_settings
+    from diagnoser.classify.config import default_config_path  # light: the settings tree only if a file exists
 
     path = Path(env["DIAGNOSER_CONFIG"]) if env.get("DIAGNOSER_CONFIG") else default_config_path()
     if not path.is_file():
         return {}
+    from diagnoser.settings import load_settings
+
     section = load_settings(path, env={}, default_file=False).settings.memory
     return {k: str(v) for k, v in section.model_dump().items() if v and k in ("server", "tenant", "database",
                                                                                 "collection")}
