@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_ROOTS = "DIAGNOSER_MCP__ROOTS"
-
 
 @dataclass(frozen=True)
 class McpSettings:

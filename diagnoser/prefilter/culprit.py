@@ -15,7 +15,8 @@ from diagnoser.prefilter.matching import Topology
 MAX_LISTED = 64  # a culprit list longer than this is not a culprit, it is the whole job
 
 
-def _gpu(raw: str) -> str:
+def gpu_id(raw: str) -> str:
+    """A GPU as a signature captured it, in the one form culprits and placements use (bus ids normalised)."""
     return normalize_bus_id(raw) if ":" in raw else raw
 
 
@@ -40,7 +41,7 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         rec, f = m.record, m.fields
         node = f.get("node") or (None if named else rec.node)
         rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
-        gpu = _gpu(f["gpu"]) if f.get("gpu") else None
+        gpu = gpu_id(f["gpu"]) if f.get("gpu") else None
         if rank is None and gpu and ":" in gpu:
             rank = topo.rank_of_gpu(node, gpu)
         if rank is None and f.get("pid", "").isdigit():

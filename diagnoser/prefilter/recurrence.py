@@ -18,8 +18,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from diagnoser.collect.nccl import normalize_bus_id
 from diagnoser.models import Action, Category, Culprit, Diagnosis, Evidence, SignatureMatch
+from diagnoser.prefilter.culprit import gpu_id
 from diagnoser.prefilter.runbooks import Runbook
 from diagnoser.prefilter.trust import job_output
 
@@ -51,7 +51,7 @@ def recurring_gpu_fault(matches: list[SignatureMatch], books: dict[str, Runbook]
         pid = PID.search(m.record.text)
         if book is None or not book.part_fault_after or not gpu or pid is None or job_output(m.record):
             continue
-        key = (m.record.node, normalize_bus_id(gpu) if ":" in gpu else gpu)
+        key = (m.record.node, gpu_id(gpu))
         pids[key].add(pid.group(1))
         seen[key].append(m)
         threshold[key] = min(threshold.get(key, book.part_fault_after), book.part_fault_after)

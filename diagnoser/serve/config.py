@@ -51,16 +51,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise ServeConfigError(f"{name}: {value!r} is not a whole number") from None
-    if number < low or (high is not None and number > high):
-        raise ServeConfigError(f"{name}: {number} is out of range ({low}..{high if high is not None else ''})")
-    return number
-
-
 def _read_token_file(path: str) -> str:
     try:
         token = Path(path).expanduser().read_text(encoding="utf-8").strip()
