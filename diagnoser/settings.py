@@ -145,9 +145,11 @@ class MemorySettings(_Section):
 
 
 class McpSettings(_Section):
-    """`diagnoser serve --mcp`."""
+    """`diagnoser mcp` / `diagnoser serve --mcp`."""
 
     roots: PathList = ()
+    token: SecretStr | None = None  # streamable HTTP: every request needs `Authorization: Bearer <token>`
+    token_file: Path | None = None
 
 
 class Settings(BaseSettings):

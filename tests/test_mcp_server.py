@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import anyio
@@ -14,6 +16,7 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("chromadb")
 
+import httpx2  # noqa: E402  (the mcp SDK's HTTP client)
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -142,6 +145,47 @@ def test_streamable_http_transport_as_serve_mcp(tmp_path):
         _check(anyio.run(main), store)
     finally:
         stop(proc)
+
+
+def test_streamable_http_requires_the_token(tmp_path):
+    # with a token set, a request without it never reaches the tools; the SDK client with it works
+    store = tmp_path / "store"
+    token_file = tmp_path / "mcp.token"
+    token_file.write_text("s3cret-mcp-token\n", encoding="utf-8")
+    port = free_port()
+    env = {**_env(store), "DIAGNOSER_MCP__TOKEN_FILE": str(token_file)}
+    proc = subprocess.Popen([sys.executable, *_server_args("--store", str(store), "--transport", "streamable-http",
+                                                           "--port", str(port))],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        wait_http(url, proc)
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        for auth in (None, "Bearer wrong-token", "Basic czNjcmV0LW1jcC10b2tlbg=="):
+            req = urllib.request.Request(url, data=init, headers=headers | ({"Authorization": auth} if auth else {}))
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(req, timeout=10)
+            assert refused.value.code == 401 and refused.value.headers["WWW-Authenticate"] == "Bearer"
+
+        async def main() -> list[str]:
+            client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-mcp-token"})
+            async with client, streamable_http_client(url, http_client=client) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                return sorted(t.name for t in (await session.list_tools()).tools)
+
+        assert set(anyio.run(main)) == TOOLS
+    finally:
+        stop(proc)
+
+
+def test_http_beyond_loopback_needs_a_token(tmp_path):
+    got = subprocess.run([sys.executable, *_server_args("--transport", "streamable-http", "--host", "0.0.0.0",
+                                                        "--port", str(free_port()))],
+                         capture_output=True, text=True, env=_env(tmp_path / "store"), timeout=60)
+    assert got.returncode == 2 and "without a token" in got.stderr
 
 
 def test_roots_must_exist(tmp_path):

@@ -23,6 +23,14 @@ def start_mcp(transport: str, host: str, port: int, root: list[str] | None, stor
     except ValueError as exc:
         typer.echo(f"diagnoser: {exc}", err=True)
         raise typer.Exit(EXIT_UNUSABLE) from None
+    if transport == "streamable-http" and settings.token is None:
+        from diagnoser.classify.redact import is_loopback_host
+
+        if not is_loopback_host(host):
+            typer.echo(f"diagnoser: refusing to serve MCP on {host} without a token: set DIAGNOSER_MCP__TOKEN or "
+                       "DIAGNOSER_MCP__TOKEN_FILE (or listen on 127.0.0.1)", err=True)
+            raise typer.Exit(EXIT_UNUSABLE)
+        typer.echo("diagnoser mcp: no token: any local process may call the tools (loopback only)", err=True)
     try:
         from diagnoser.mcp_server.server import run_mcp
     except ImportError:

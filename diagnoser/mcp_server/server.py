@@ -74,6 +74,19 @@ def build_server(settings: McpSettings, host: str = "127.0.0.1", port: int = 876
     return server
 
 
+def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
+    """Streamable HTTP on host:port, path /mcp; with a token, requests without it get 401 before the SDK
+    sees them (the SDK's own auth is OAuth, which a fleet's static token does not need)."""
+    import uvicorn
+
+    app: Any = server.streamable_http_app(host=host)
+    if token is not None:
+        from diagnoser.bearer import BearerTokenMiddleware
+
+        app = BearerTokenMiddleware(app, token)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run()
+
+
 def run_mcp(transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8765,
             settings: McpSettings | None = None) -> None:
     """Serve until stopped: `stdio` (an agent starts the process) or `streamable-http` on host:port (path /mcp)."""
@@ -84,6 +97,6 @@ def run_mcp(transport: Transport = "stdio", host: str = "127.0.0.1", port: int =
     if transport == "stdio":
         server.run("stdio")
     elif transport == "streamable-http":
-        server.run("streamable-http", host=host, port=port)
+        serve_http(server, host, port, settings.token)
     else:
         raise ValueError(f"unknown MCP transport {transport!r} (stdio | streamable-http)")

@@ -7,7 +7,6 @@ and /metrics do not (probes and scrapers; they reveal no log content). Errors ar
 from __future__ import annotations
 
 import asyncio
-import hmac
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from diagnoser.bearer import authorized as bearer_authorized
 from diagnoser.classify.redact import redact
 from diagnoser.collect.confine import TargetError, resolve_target
 from diagnoser.metrics_export import CONTENT_TYPE, Metrics
@@ -68,8 +68,7 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
     async def authorized(request: Request) -> None:
         if cfg.token is None:
             return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), cfg.token.encode()):
+        if not bearer_authorized(request.headers.get("authorization"), cfg.token):
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     auth = [Depends(authorized)]

@@ -7,12 +7,13 @@ Every setting of `diagnoser serve` is read here, in `load_serve_config`, through
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnoser.bearer import TokenError, effective_token
+from diagnoser.classify.redact import is_loopback_host
 from diagnoser.errors import ConfigError
 from diagnoser.settings import load_settings
 
@@ -42,25 +43,6 @@ class ServeConfig:
         return tuple(Path(r).expanduser().resolve() for r in self.roots)
 
 
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _read_token_file(path: str) -> str:
-    try:
-        token = Path(path).expanduser().read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ServeConfigError(f"token_file {path}: {exc.strerror or exc}") from None
-    if not token:
-        raise ServeConfigError(f"token_file {path} is empty")
-    return token
-
-
 def load_serve_config(overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                       file: Path | None = None) -> ServeConfig:
     """The effective settings: the `[serve]` section of the settings file < `DIAGNOSER_SERVE__*` < `overrides`
@@ -72,13 +54,14 @@ def load_serve_config(overrides: dict[str, Any] | None = None, env: dict[str, st
         s = load_settings(file, env=os.environ if env is None else env, cli={"serve": given}).settings.serve
     except ConfigError as exc:
         raise ServeConfigError(str(exc)) from None
-    token = s.token.get_secret_value().strip() if s.token else None
-    if not token and s.token_file:
-        token = _read_token_file(str(s.token_file))
+    try:
+        token = effective_token(s.token.get_secret_value() if s.token else None, s.token_file)
+    except TokenError as exc:
+        raise ServeConfigError(str(exc)) from None
     cfg = ServeConfig(host=s.host, port=s.port, token=token or None, roots=tuple(s.roots),
                       max_upload_bytes=s.max_upload_bytes, workers=s.workers, queue=s.queue,
                       store=s.store.expanduser() if s.store else None)
-    if cfg.token is None and not is_loopback(cfg.host):
+    if cfg.token is None and not is_loopback_host(cfg.host):
         raise ServeConfigError(f"refusing to listen on {cfg.host} without a token: set {ENV_PREFIX}TOKEN or "
                                f"{ENV_PREFIX}TOKEN_FILE (or listen on 127.0.0.1)")
     for root in cfg.roots:
