@@ -40,11 +40,28 @@ def test_truncate_keeps_the_interesting_span_visible():
     ("[default5]:terminate called", None, 5, "terminate called"),
     ("  7: srun said", 7, None, "srun said"),
     ("[stderr]ModuleNotFoundError: x", None, None, "ModuleNotFoundError: x"),
+    ("(RayTrainWorker pid=4242, ip=10.1.2.3) torch.OutOfMemoryError: CUDA out of memory.", None, None,
+     "torch.OutOfMemoryError: CUDA out of memory."),
+    ("(pid=771) Traceback (most recent call last):", None, None, "Traceback (most recent call last):"),
+    ("(worker1, rank=1, pid=812) AssertionError", 1, None, "AssertionError"),
+    ("trainer-1  | Killed", None, None, "Killed"),
+    ("trainer_1  | Killed", None, None, "Killed"),
+    ("epoch 1 | loss 0.3", None, None, "epoch 1 | loss 0.3"),
+    ("(see the log above) error", None, None, "(see the log above) error"),
     ("plain line", None, None, "plain line"),
 ])
 def test_rank_prefixes(line, rank, local, rest):
     p = split_prefix(line)
     assert (p.rank, p.local_rank, p.rest) == (rank, local, rest)
+
+
+def test_collector_stamp_is_dropped_only_for_matching():
+    from diagnoser.collect.prefixes import without_stamp
+
+    line = "2025-03-04T05:06:07.123456789Z [rank3]: AssertionError"
+    assert split_prefix(line).rest == line  # the time is read from the stamp
+    assert split_prefix(without_stamp(line)) == split_prefix("[rank3]: AssertionError")
+    assert without_stamp("2025-03-04 05:06:07 AssertionError") == "2025-03-04 05:06:07 AssertionError"
 
 
 @pytest.mark.parametrize(("line", "expected"), [

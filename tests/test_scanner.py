@@ -124,3 +124,30 @@ def test_gzip_logs_are_read(tmp_path):
     with open_source(source) as stream:
         s = scan_stream(stream, source.name, source.info, build_matcher(PATTERNS), 2025)
     assert s.events[0].record.line == 2 and s.events[0].record.node == "gpu-001"
+
+
+@pytest.mark.parametrize("matcher", [None, RegexMatcher(["^AssertionError$", r"Xid \(PCI:[0-9a-f:]+\): 79$"])])
+def test_patterns_anchored_at_line_end_match_crlf_logs(matcher):
+    # a log written with CRLF line ends (Windows tooling, some container log drivers) loses nothing
+    patterns = ["^AssertionError$", r"Xid \(PCI:[0-9a-f:]+\): 79$"]
+    lf = b"step 10 loss 2.1\nAssertionError\n[  1.0] NVRM: Xid (PCI:0000:3b:00): 79\n"
+    crlf = lf.replace(b"\n", b"\r\n")
+    found = [[(e.record.line, e.patterns, e.record.text) for e in
+              scan(data, matcher=matcher or build_matcher(patterns)).events] for data in (lf, crlf)]
+    assert found[0] == found[1] == [(2, (0,), "AssertionError"), (3, (1,), "[  1.0] NVRM: Xid (PCI:0000:3b:00): 79")]
+
+
+@pytest.mark.parametrize("prefix", ["", "3: ", "[rank3]: ", "(RayTrainWorker pid=4242, ip=10.1.2.3) ", "trainer-1  | ",
+                                    "2025-03-04T05:06:07.123456789Z "])
+def test_line_start_anchors_hold_behind_launcher_prefixes(prefix):
+    # a pattern anchored at the line start still finds its line when a launcher prefixes every line
+    from diagnoser.prefilter.matching import PatternTable, confirm
+    from diagnoser.prefilter.runbooks import load_runbooks
+
+    books = [b for b in load_runbooks() if b.id == "python-traceback-truncated"]
+    table = PatternTable.build(books)
+    data = (f"{prefix}step 10 loss 2.1\n{prefix}Traceback (most recent call last):\n"
+            f'{prefix}  File "/w/train.py", line 212, in <module>\n').encode()
+    events = scan(data, matcher=build_matcher(table.patterns)).events
+    matches, _, _ = confirm(events, table, books)
+    assert [m.record.line for m in matches] == [2, 3]

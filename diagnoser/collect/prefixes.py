@@ -4,6 +4,13 @@
 - torchrun `--role`: `[default3]:` (role name + LOCAL rank)
 - `srun --label`: `3: ` (global task id, right-aligned)
 - some wrappers: `[stderr]` / `[stdout]` (no rank)
+- Ray workers and actors (ray/_private/ray_logging.py): `(RayTrainWorker pid=4242, ip=10.1.2.3) `
+- SkyPilot job logs: `(head, rank=0, pid=4773) `, `(worker1, rank=1, pid=812) ` (rank)
+- `docker compose logs`: `trainer-1  | ` (v2) and `trainer_1  | ` (v1)
+
+A collector's receive time in front of all that (`kubectl logs --timestamps`: RFC 3339 with
+nanoseconds) is not split off here, because the line's time is read from it; `without_stamp` drops it
+where only the words matter (matching a signature).
 """
 
 from __future__ import annotations
@@ -15,6 +22,10 @@ _TORCH_RANK = re.compile(r"^\[rank(\d{1,6})\]:\s?")
 _TORCH_ROLE = re.compile(r"^\[(?:default|worker|trainer)(\d{1,4})\]:\s?")
 _SRUN_LABEL = re.compile(r"^ {0,6}(\d{1,6}): ")
 _STREAM = re.compile(r"^\[std(?:err|out)\]\s?")
+_RAY = re.compile(r"^\((?:[\w.<>:-]+ )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) ?")
+_SKYPILOT = re.compile(r"^\((?:head|worker\d+), rank=(\d{1,6}), pid=\d+\) ?")
+_COMPOSE = re.compile(r"^[\w.-]+[-_]\d+ +\| ")
+_COLLECTOR_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +46,21 @@ def split_prefix(line: str) -> Prefix:
     m = _SRUN_LABEL.match(line)
     if m:
         return Prefix(int(m.group(1)), None, line[m.end():])
-    m = _STREAM.match(line)
+    if line.startswith("("):
+        m = _SKYPILOT.match(line)
+        if m:
+            return Prefix(int(m.group(1)), None, line[m.end():])
+        m = _RAY.match(line)
+        if m:
+            return Prefix(None, None, line[m.end():])
+    m = _STREAM.match(line) or _COMPOSE.match(line)
     if m:
         return Prefix(None, None, line[m.end():])
     return Prefix(None, None, line)
 
+
+
+def without_stamp(line: str) -> str:
+    """The line without a collector's leading RFC 3339 receive time (`kubectl logs --timestamps`)."""
+    m = _COLLECTOR_STAMP.match(line)
+    return line[m.end():] if m else line

@@ -22,7 +22,7 @@ try:  # Hyperscan ships manylinux wheels for x86_64 only
 except ImportError:  # pragma: no cover - exercised on other platforms
     hyperscan = None
 
-ENGINE_VERSION = "hs-prefilter-3"  # bump when to_hyperscan changes: it keys the compiled-database cache
+ENGINE_VERSION = "hs-prefilter-4"  # bump when to_hyperscan changes: it keys the compiled-database cache
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 _LOOKAROUND_START = re.compile(r"\(\?<?[=!]")
 
@@ -50,14 +50,48 @@ def drop_lookarounds(pattern: str) -> str:
 _OPEN_TAIL = re.compile(r"(?:\((?:\?P<\w+>|\?:)?\.[*+]\??\)|\.[*+]\??)\$?$")
 
 
+def crlf_tolerant(pattern: str) -> str:
+    """Every end-of-line anchor `$` (outside character classes) as `\\r?$`: in a multiline scan of raw
+    bytes `$` matches only before `\\n`, so a log written with CRLF line ends would hide every pattern that
+    ends in `$` (the clean line the exact pattern confirms on has its `\\r` stripped already)."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":  # copy the class whole: a leading `^` and a first `]` are part of it
+            j = i + 1 + (pattern[i + 1:i + 2] == "^")
+            j += pattern[j:j + 1] == "]"
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[i:j + 1])
+            i = j + 1
+            continue
+        out.append("\\r?$" if c == "$" else c)
+        i += 1
+    return "".join(out)
+
+
+def _unanchored(pattern: str) -> str:
+    """Without a line-start anchor: it fails behind a launcher's prefix (`3: `, `[rank3]: `, Ray's
+    `(pid=…)`); the exact pattern is confirmed on the line with its prefix split off (matching.py)."""
+    caseless = pattern.startswith("(?i)")
+    body = pattern[4:] if caseless else pattern
+    return ("(?i)" if caseless else "") + (body[1:] if body.startswith("^") else body)
+
+
 def to_hyperscan(pattern: str) -> tuple[bytes, int]:
     """Translate a Python pattern of the runbook subset into a Hyperscan *prefilter*.
 
     The result may match more lines than the pattern (word boundaries dropped, open tails cut):
-    Hyperscan only finds candidate lines, which are confirmed with the exact Python pattern. `\b`
+    Hyperscan only finds candidate lines, which are confirmed with the exact Python pattern (on the line
+    and on the line without its launcher prefix). `\b`
     next to frequent words ("loss", "step") costs Hyperscan 3-5x its throughput.
     """
     flags = 0
+    pattern = _unanchored(pattern)
     if pattern.startswith("(?i)"):
         pattern = pattern[4:]
         flags |= hyperscan.HS_FLAG_CASELESS
@@ -65,7 +99,7 @@ def to_hyperscan(pattern: str) -> tuple[bytes, int]:
     trimmed = _OPEN_TAIL.sub("", pattern)
     while trimmed != pattern and trimmed:
         pattern, trimmed = trimmed, _OPEN_TAIL.sub("", trimmed)
-    pattern = drop_lookarounds(pattern.replace(r"\b", ""))
+    pattern = crlf_tolerant(drop_lookarounds(pattern.replace(r"\b", "")))
     return _NAMED_GROUP.sub("(", pattern).encode("utf-8"), flags
 
 
@@ -99,7 +133,8 @@ class RegexMatcher(MultiMatcher):
     """Fallback: one `re` search per pattern over the whole buffer."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        self._patterns = [re.compile(_NAMED_GROUP.sub("(?:", p).encode("utf-8"), re.M) for p in patterns]
+        self._patterns = [re.compile(_NAMED_GROUP.sub("(?:", crlf_tolerant(_unanchored(p))).encode("utf-8"), re.M)
+                          for p in patterns]
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:
         hits = [(m.end(), i) for i, p in enumerate(self._patterns) for m in p.finditer(data)]
@@ -107,11 +142,11 @@ class RegexMatcher(MultiMatcher):
         return hits
 
 
-def _compile(patterns: list[str]) -> hyperscan.Database:
+def _compile(translated: list[tuple[bytes, int]]) -> hyperscan.Database:
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    expressions, flags = zip(*(to_hyperscan(p) for p in patterns), strict=True)
+    expressions, flags = zip(*translated, strict=True)
     # no SINGLEMATCH: it is per scan and would hide every line after the first
-    db.compile(expressions=list(expressions), ids=list(range(len(patterns))), elements=len(patterns),
+    db.compile(expressions=list(expressions), ids=list(range(len(translated))), elements=len(translated),
                flags=list(flags))
     return db
 
@@ -119,13 +154,18 @@ def _compile(patterns: list[str]) -> hyperscan.Database:
 def _cached_database(patterns: list[str], cache_dir: Path | None) -> hyperscan.Database:
     """Compiling ~300 patterns takes ~1 s; loading the serialised database takes milliseconds."""
     directory = cache_dir or Path(os.environ.get("DIAGNOSER_CACHE") or platformdirs.user_cache_dir("diagnoser"))
-    key = hashlib.sha256("\0".join([ENGINE_VERSION, *patterns]).encode()).hexdigest()[:24]
+    translated = [to_hyperscan(p) for p in patterns]
+    # keyed by what is compiled: a change to the translation can never load a stale database
+    digest = hashlib.sha256(ENGINE_VERSION.encode())
+    for expression, flags in translated:
+        digest.update(b"\0%d:" % flags + expression)
+    key = digest.hexdigest()[:24]
     path = directory / f"hs-{key}.db"
     try:
         return hyperscan.loadb(path.read_bytes(), mode=hyperscan.HS_MODE_BLOCK)
     except (OSError, hyperscan.error, TypeError):
         pass  # missing or stale cache entry: compile
-    db = _compile(patterns)
+    db = _compile(translated)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
