@@ -14,6 +14,9 @@ errno or signal; collectives: the hang/desync analysis; retrieval; none), the co
 matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one.
 
     python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--show-misses] [--out DIR]
+
+With matplotlib installed (`pip install -e ".[plots]"`) it also draws the four confusion matrices,
+row-normalised, into `<out>/confusion.png`.
 """
 
 from __future__ import annotations
@@ -101,6 +104,40 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
             "rows": rows}
 
 
+def plot_confusions(results: dict[str, dict], path: Path) -> Path | None:
+    """Category and action-family confusion matrices of each set, one heatmap each (rows: truth,
+    shaded by the share of the row, labelled with counts); None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    panels = [(name, kind, res[key]) for name, res in results.items()
+              for kind, key in (("category", "category_matrix"), ("action family", "action_matrix"))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.4), layout="constrained")
+    for ax, (name, kind, m) in zip(axes, panels, strict=True):
+        labels, counts = m["labels"], m["matrix"]
+        shares = [[v / max(1, sum(row)) for v in row] for row in counts]
+        ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+        ax.set_xticks(range(len(labels)), [x.replace("_", "\n") for x in labels], fontsize=8)
+        ax.set_yticks(range(len(labels)), [x.replace("_", "\n") for x in labels], fontsize=8)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("truth")
+        right = sum(counts[i][i] for i in range(len(labels)))
+        ax.set_title(f"{name}\n{kind}: {right}/{sum(map(sum, counts))} right", fontsize=9)
+        for i, row in enumerate(counts):
+            for j, v in enumerate(row):
+                if v:
+                    ax.text(j, i, str(v), ha="center", va="center", fontsize=8,
+                            color="white" if shares[i][j] > 0.6 else "black")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict:
     label = case.culprit
     return {"id": case.id, "repo": case.source_repo, "truth_category": case.category,
@@ -169,6 +206,8 @@ def main() -> int:
     (args.out / "corpus_eval.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     loro = results["corpus LORO"]["category_matrix"]
     (args.out / "confusion_category.json").write_text(json.dumps(loro), encoding="utf-8")
+    png = plot_confusions(results, args.out / "confusion.png")
+    print(f"\nconfusion matrices: {png}" if png else "\n(no confusion.png: pip install -e '.[plots]')")
     return 0
 
 
