@@ -150,7 +150,7 @@ def analyse(
     books = {b.id: b for b in runbooks}
     span = job_span(scan)
     evidence, hints = split_hints(reanchor_years(scan.matches, span), {b.id: b.category for b in runbooks})
-    d = demarcate(evidence, span)
+    d = demarcate(evidence, span, scan.hits)
     verdict = None
     if d.root is None or d.root.role == Role.COLLATERAL:
         finding = explain_collateral(d, readable, scan)
@@ -258,4 +258,4 @@ def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanR
         else:
             tails[s.rank] = RankTail(s.rank, node, s.source, s.last_progress, s.last_time)
     nranks = max((p.nranks for p in topo.placements.values()), default=None)
-    return analyse_collectives(d.collateral, tails, nranks, stack_outliers(stacks))
+    return analyse_collectives([*d.collateral, *d.hits], tails, nranks, stack_outliers(stacks))

@@ -10,7 +10,9 @@ from diagnoser.cli import app
 from diagnoser.collect.pyspy import main_stack
 from diagnoser.collect.scanner import Progress
 from diagnoser.models import LogRecord, Role, SignatureMatch
+from diagnoser.prefilter.collateral import CollateralBudget
 from diagnoser.prefilter.collectives import RankTail, desync, silent_ranks, stalled_progress
+from diagnoser.prefilter.scan import SourceResult
 
 T = datetime(2026, 3, 4, 5, 0, tzinfo=UTC)
 TIMEOUT = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
@@ -39,6 +41,31 @@ def test_the_rank_that_did_not_time_out_is_the_one_everyone_waited_for():
     tails = {r: tail(r, 500, T) for r in range(16)}
     f = silent_ranks(ms, tails, nranks=16)
     assert f.subtype == "hang" and f.ranks == [11] and f.nodes == ["gpu-002"]
+
+
+def _budgeted(matches, keep):
+    """The matches as the scan leaves them past its budget: `keep` whole per collective, the rest as facts."""
+    results = [SourceResult(m.record.source, "log", m.record.node, matches=(m,), rank=m.record.rank) for m in matches]
+    budget = CollateralBudget(keep)
+    for r in reversed(results):  # arrival order does not matter
+        budget.absorb(r)
+    return [x for r in results for x in (*r.matches, *r.hits)]
+
+
+def test_a_desync_among_thousands_of_timeouts_is_found_and_cited_from_facts():
+    ms = [timeout(r) for r in range(4096) if r != 2049] + [timeout(2049, op="BROADCAST", n=8)]
+    mixed = _budgeted(ms, keep=2)
+    assert sum(isinstance(x, SignatureMatch) for x in mixed) == 3  # 2 of the big group, the odd one
+    full, compact = desync(ms), desync(mixed)
+    assert (compact.ranks, compact.nodes) == (full.ranks, full.nodes) == ([2049], ["gpu-257"])
+    assert "OpType=BROADCAST" in compact.evidence[0].text and "OpType=ALLREDUCE" in compact.evidence[-1].text
+
+
+def test_silent_ranks_are_found_when_most_timeouts_are_facts():
+    ms = [timeout(r) for r in range(1024) if r != 700]
+    tails = {r: tail(r, 500, T) for r in range(1024)}
+    f = silent_ranks(_budgeted(ms, keep=4), tails, nranks=1024)
+    assert f.ranks == [700] and f.nodes == ["gpu-088"] and "Watchdog" in f.evidence[-1].text
 
 
 def test_many_silent_ranks_are_not_one_culprit():

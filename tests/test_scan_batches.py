@@ -9,6 +9,7 @@ import pytest
 
 from diagnoser.classify.scope import all_records, scope_of
 from diagnoser.collect.files import list_sources
+from diagnoser.prefilter.collateral import KEEP
 from diagnoser.prefilter.scan import BATCH_FILES, PARALLEL_MIN_FILES, plan_batches, scan_sources
 from diagnoser.triage import analyse
 
@@ -86,7 +87,22 @@ def test_a_file_that_vanishes_or_turns_unreadable_mid_batch_is_named_and_the_oth
     assert [s.source for s in scan.sources] == [s.name for s in sources]
     ok = [s for s in scan.sources if s.warning is None]
     assert len(ok) == len(sources) - 2 and all(s.bytes > 0 and s.lines == 6 for s in ok)
-    assert sum(len(s.matches) for s in ok) >= len(ok)  # every rank's watchdog line (or the OOM) was matched
+    # every rank's watchdog line (or the OOM) was matched: kept whole or, past the budget, as facts
+    assert sum(len(s.matches) + len(s.hits) for s in ok) >= len(ok)
+
+
+def test_the_earliest_collateral_lines_are_kept_whole_and_every_other_one_as_facts(pooled) -> None:
+    scan = pooled.scan
+    timeouts = [m for m in scan.matches if m.runbook_id == "nccl-collective-timeout"]
+    hits = [h for h in scan.hits if h.runbook_id == "nccl-collective-timeout"]
+    assert len(timeouts) == KEEP and len(timeouts) + len(hits) == FILES - 1  # every rank but the culprit
+    # the earliest by time (then file name), whatever order the workers' batches arrived in
+    every = sorted((rank % 10, f"gpu-{rank // 8 + 1:04d}/rank{rank}.log") for rank in range(FILES) if rank != CULPRIT)
+    assert sorted((m.record.time.second, m.record.source) for m in timeouts) == every[:KEEP]
+    assert {h.reporting_rank for h in hits} | {m.record.rank for m in timeouts} == set(range(FILES)) - {CULPRIT}
+    assert all(h.work == (4097, "ALLREDUCE", "1") for h in hits)
+    # counted in full: the verdict's collateral count is every line, not the kept ones
+    assert pooled.diagnosis.collateral["nccl-collective-timeout"] == FILES - 1
 
 
 def test_batches_hold_every_file_once_big_files_first_and_alone() -> None:

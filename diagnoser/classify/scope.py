@@ -27,6 +27,9 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     for m in scan.matches:
         names.add(m.record.node or "")
         names.add(m.fields.get("node") or "")
+    for h in scan.hits:
+        names.add(h.node or "")
+        names.add(h.named_node or "")
     for s in scan.sources:
         names.update(e.record.node or "" for e in s.weak)
     names.update(r.node or "" for r in extra)
@@ -79,6 +82,8 @@ def scope_of(analysis: Analysis) -> JobScope:
     by_source: dict[str, list[tuple[int | None, str | None]]] = {}
     for r in hits.values():
         by_source.setdefault(r.source, []).append((r.rank, r.node))
+    for h in analysis.scan.hits:
+        by_source.setdefault(h.source, []).append((h.rank, h.node))
     for s in analysis.scan.sources:  # every record's rank in the order of `all_records` (later wins)
         for rank, node in [*by_source.get(s.source, ()), *s.tail_ranks]:
             if rank is not None:
@@ -91,6 +96,11 @@ def scope_of(analysis: Analysis) -> JobScope:
         book = books.get(m.runbook_id)
         if book is not None:
             key = (m.record.source, m.record.line)
+            line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
+    for h in analysis.scan.hits:
+        book = books.get(h.runbook_id)
+        if book is not None:
+            key = (h.source, h.line)
             line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
     return JobScope(job_nodes(analysis), frozenset(ranks), rank_nodes, line_rules,
                     {b.id: b.priority for b in books.values()})

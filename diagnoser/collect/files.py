@@ -37,10 +37,17 @@ class Source:
     """One readable input: `name` is what evidence cites (path relative to the root given)."""
 
     name: str
-    path: str | None  # None for stdin (a string: 100,000 Path objects cost a second)
+    # where `name` is: path = prefix + name (one prefix string per directory given, not 100,000
+    # full paths); None for stdin
+    prefix: str | None
     info: PathInfo
     size: int
     mtime: float
+
+    @property
+    def path(self) -> str | None:
+        """The file's path (a string: 100,000 Path objects cost a second); None for stdin."""
+        return None if self.prefix is None else self.prefix + self.name
 
 
 def _inside(path: Path, within: tuple[Path, ...] | None) -> bool:
@@ -127,21 +134,22 @@ def list_sources(inputs: list[str], within: tuple[Path, ...] | None = None
         if not root.is_dir():
             if _suffix(root.name) in _SKIP_SUFFIXES:
                 continue
-            _add(sources, warnings, seen_files, str(root), str(root), PurePath(*root.parts[-3:]).parts, None)
+            _add(sources, warnings, seen_files, "", str(root), PurePath(*root.parts[-3:]).parts, None)
             continue
         top = str(root)
-        cut = len(top) if top.endswith(os.sep) else len(top) + 1
+        prefix = top if top.endswith(os.sep) else top + os.sep  # every entry's path starts with it
         for entry in _walk(top, warnings, within):
             if _suffix(entry.name) in _SKIP_SUFFIXES:
                 continue
-            name = entry.path[cut:]
-            _add(sources, warnings, seen_files, entry.path, name, name.split(os.sep), entry)
+            name = entry.path[len(prefix):]
+            _add(sources, warnings, seen_files, prefix, name, name.split(os.sep), entry)
     return sources, warnings
 
 
-def _add(sources: list[Source], warnings: list[tuple[str, str]], seen: set[tuple[int, int]], path: str,
+def _add(sources: list[Source], warnings: list[tuple[str, str]], seen: set[tuple[int, int]], prefix: str,
          name: str, parts: list[str] | tuple[str, ...], entry: os.DirEntry | None) -> None:
-    """One file found: a source, unless it is not a regular file or was already listed."""
+    """One file found (at prefix + name): a source, unless it is not a regular file or was already listed."""
+    path = prefix + name
     try:
         st = entry.stat() if entry is not None else os.stat(path)
     except OSError as exc:
@@ -153,7 +161,7 @@ def _add(sources: list[Source], warnings: list[tuple[str, str]], seen: set[tuple
     if (st.st_dev, st.st_ino) in seen:
         return
     seen.add((st.st_dev, st.st_ino))
-    sources.append(Source(name, path, path_info_of(tuple(parts)), st.st_size, st.st_mtime))
+    sources.append(Source(name, prefix, path_info_of(tuple(parts)), st.st_size, st.st_mtime))
 
 
 def looks_binary(head: bytes) -> bool:

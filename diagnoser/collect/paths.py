@@ -7,6 +7,7 @@ Clusters lay logs out as `<node>/rank5.log`, `dmesg/<node>.log`, `dmesg-<node>.l
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
@@ -100,4 +101,4 @@ def path_info_of(parts: tuple[str, ...]) -> PathInfo:
     node = _stem_host(stem) or directory_host
     rank_match = _RANK.search(stem)
     rank = int(rank_match.group(1)) if rank_match else None
-    return PathInfo(node, rank, kind)
+    return PathInfo(sys.intern(node) if node else None, rank, kind)  # a node's files share its name

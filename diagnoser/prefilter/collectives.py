@@ -11,16 +11,17 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 
-from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.pyspy import Stack
 from diagnoser.collect.scanner import Progress
 from diagnoser.models import Action, Category, Evidence, SignatureMatch
+from diagnoser.prefilter.collateral import CollateralHit, as_hit
 
-_WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?")
-_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|\brank (\d+)\b", re.I)
+Collateral = SignatureMatch | CollateralHit  # a collateral line kept whole, or as facts only
 STALL = timedelta(seconds=60)  # a rank this far behind the others' last progress is stuck
 MAX_SUSPECT_SHARE = 8  # suspects must be at most 1/8 of the ranks, else it is not one culprit
 
@@ -48,42 +49,46 @@ class Finding:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-def _rank_of(m: SignatureMatch) -> int | None:
-    if m.record.rank is not None:
-        return m.record.rank
-    hit = _RANK_IN_TEXT.search(split_prefix(m.record.text).rest)
-    return int(next(g for g in hit.groups() if g)) if hit else None
-
-
 def _ev(m: SignatureMatch) -> Evidence:
     return Evidence(source=m.record.source, line=m.record.line, text=m.record.text)
 
 
-def desync(timeouts: list[SignatureMatch]) -> Finding | None:
+def _facts(items: Sequence[Collateral]) -> list[tuple[CollateralHit, SignatureMatch | None]]:
+    """Each collateral line as facts, with its full match when the scan kept it (see collateral.py)."""
+    return [(m, None) if isinstance(m, CollateralHit) else (as_hit(m), m) for m in items]
+
+
+def _shown(pairs: Iterable[tuple[CollateralHit, SignatureMatch | None]], n: int) -> list[Evidence]:
+    return [_ev(m) for m in islice((m for _, m in pairs if m is not None), n)]
+
+
+def desync(timeouts: Sequence[Collateral]) -> Finding | None:
     """Ranks in different collectives (op or size) at the same sequence number."""
-    by_seq: dict[int, dict[tuple[str, str | None], list[SignatureMatch]]] = defaultdict(lambda: defaultdict(list))
-    for m in timeouts:
-        w = _WORK.search(m.record.text)
-        if w:
-            by_seq[int(w.group("seq"))][(w.group("op"), w.group("numel"))].append(m)
+    by_seq: dict[int, dict[tuple[str, str | None], list]] = defaultdict(lambda: defaultdict(list))
+    for hit, m in _facts(timeouts):
+        if hit.work:
+            seq, op, numel = hit.work
+            by_seq[seq][(op, numel)].append((hit, m))
     for seq, groups in sorted(by_seq.items()):
         if len(groups) < 2:
             continue
         ordered = sorted(groups.values(), key=len)
-        minority = [m for g in ordered[:-1] for m in g]
-        ranks = sorted({r for m in minority if (r := _rank_of(m)) is not None})
+        minority = [pair for g in ordered[:-1] for pair in g]
+        ranks = sorted({r for h, _ in minority if (r := h.reporting_rank) is not None})
         ops = ", ".join(f"{op}" + (f"[{n}]" if n else "") for op, n in groups)
         return Finding("collective_desync", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.8,
                        f"ranks disagree on collective #{seq} ({ops}): the training code issues different "
                        f"collectives on different ranks", ranks,
-                       sorted({m.record.node for m in minority if m.record.node}),
-                       [_ev(m) for m in minority[:2]] + [_ev(ordered[-1][0])])
+                       sorted({h.node for h, _ in minority if h.node}),
+                       _shown(minority, 2) + _shown(ordered[-1], 1))
     return None
 
 
-def silent_ranks(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nranks: int | None) -> Finding | None:
+def silent_ranks(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: int | None
+                 ) -> Finding | None:
     """All ranks but a few timed out waiting: the few are the culprits."""
-    reporting = {r for m in timeouts if (r := _rank_of(m)) is not None}
+    facts = _facts(timeouts)
+    reporting = {r for h, _ in facts if (r := h.reporting_rank) is not None}
     universe = set(range(nranks)) if nranks else set(tails)
     if len(reporting) < 2 or not universe:
         return None
@@ -91,7 +96,7 @@ def silent_ranks(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nra
     if not silent or len(silent) > max(1, len(universe) // MAX_SUSPECT_SHARE):
         return None
     nodes = sorted({tails[r].node for r in silent if r in tails and tails[r].node})
-    evidence = [_ev(timeouts[0])]
+    evidence = _shown(facts, 1)
     for r in silent:
         tail = tails.get(r)
         if tail and tail.progress:
@@ -133,7 +138,7 @@ WAITING = frozenset({"nccl-collective-timeout"})  # every rank that reports this
 _DEAD_PEER = re.compile(r"peer|remote")  # collateral classes that say a peer died (connection closed by peer ...)
 
 
-def waited_on_a_busy_rank(collateral: list[SignatureMatch]) -> Finding | None:
+def waited_on_a_busy_rank(collateral: Sequence[Collateral]) -> Finding | None:
     """Ranks timed out in a collective and nothing says a peer died or a part failed.
 
     A dead GPU, node or link leaves traces (Xid, ECC, "connection closed by peer", an IB completion
@@ -141,19 +146,19 @@ def waited_on_a_busy_rank(collateral: list[SignatureMatch]) -> Finding | None:
     usual cause is in the job: one rank busy outside the collective (rank 0 evaluating, saving or
     preprocessing while the others wait) or ranks that diverged. Weak on purpose: a low-confidence
     user-code verdict is restarted by `diagnoser run`, and retrieval or an LLM may overrule it."""
-    waiting = [m for m in collateral if m.runbook_id in WAITING]
+    waiting = [(h, m) for h, m in _facts(collateral) if h.runbook_id in WAITING]
     if not waiting or any(_DEAD_PEER.search(m.runbook_id) for m in collateral):
         return None
-    ranks = sorted({r for m in waiting if (r := _rank_of(m)) is not None})
+    ranks = sorted({r for h, _ in waiting if (r := h.reporting_rank) is not None})
     who = f" on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}" if ranks else ""
     return Finding("collective_timeout_busy_rank", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.5,
                    f"{len(waiting)} collective timeout(s){who} and nothing reports a dead peer, a faulty part or "
                    "a network error: a rank was most likely busy outside the collective (evaluation, checkpoint "
                    "saving or data preprocessing on one rank) or the ranks diverged", [], [],
-                   [_ev(m) for m in waiting[:3]])
+                   _shown(waiting, 3))
 
 
-def analyse(timeouts: list[SignatureMatch], tails: dict[int, RankTail], nranks: int | None,
+def analyse(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: int | None,
             stacks: Finding | None = None) -> Finding | None:
     """The strongest explanation of a collateral-only failure, or None."""
     for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails),

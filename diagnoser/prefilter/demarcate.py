@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from diagnoser.models import Role, SignatureMatch
+from diagnoser.prefilter.collateral import CollateralHit
 
 WINDOW = timedelta(seconds=30)
 HISTORY_MARGIN = timedelta(minutes=10)
@@ -38,6 +39,7 @@ class Demarcation:
     collateral: list[SignatureMatch] = field(default_factory=list)
     history: list[SignatureMatch] = field(default_factory=list)
     span: tuple[datetime | None, datetime | None] = (None, None)
+    hits: list[CollateralHit] = field(default_factory=list)  # the collateral lines not kept whole (collateral.py)
 
 
 def _when(m: SignatureMatch) -> datetime:
@@ -76,7 +78,16 @@ def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, da
     return current, history
 
 
-def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]) -> Demarcation:
+def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None],
+              hits: list[CollateralHit] | None = None) -> Demarcation:
+    """`hits`: collateral lines beyond the scan's budget (facts only): counted, never a root (each
+    rule's earliest lines are among the matches)."""
+    d = _demarcate(matches, span)
+    d.hits = hits or []
+    return d
+
+
+def _demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]) -> Demarcation:
     current, history = split_history(matches, span)
     collateral_floor: dict[tuple[str, int], int] = {}
     for m in current:
@@ -112,6 +123,9 @@ def collateral_counts(d: Demarcation, file_counts: Counter[str]) -> dict[str, in
     for m in d.collateral:
         lines.setdefault(m.runbook_id, set()).add((m.record.source, m.record.line))
         priority[m.runbook_id] = m.priority
+    for h in d.hits:
+        lines.setdefault(h.runbook_id, set()).add((h.source, h.line))
+        priority[h.runbook_id] = h.priority
     # a class whose every line another class of higher priority also matched is the same symptom
     # seen twice (a runbook and a catalog entry): count it once, under the more specific one
     rank = sorted(lines, key=lambda i: (-priority[i], i))

@@ -8,6 +8,7 @@ per-rank logs is a few hundred tasks.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -15,7 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
 
 from diagnoser.collect import pyspy
@@ -24,8 +24,10 @@ from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.scanner import Event, Progress, scan_stream
 from diagnoser.models import InputWarning, LogRecord, SignatureMatch
 from diagnoser.prefilter.catalog import CATALOG_DIR
+from diagnoser.prefilter.collateral import CollateralHit
 from diagnoser.prefilter.engine import MultiMatcher, build_matcher
 from diagnoser.prefilter.matching import PatternTable, Topology, confirm
+from diagnoser.prefilter.merge import ResultMerger
 from diagnoser.prefilter.runbooks import Runbook, default_runbook_dir, load_runbooks
 from diagnoser.prefilter.tails import PackedTail, pack_tails, tail_ranks, tail_rows
 
@@ -34,7 +36,7 @@ from diagnoser.prefilter.tails import PackedTail, pack_tails, tail_ranks, tail_r
 PARALLEL_MIN_BYTES = 64 << 20
 PARALLEL_MIN_FILES = 2000
 BATCH_BYTES = 8 << 20  # a batch of small files holds about this many bytes ...
-BATCH_FILES = 512  # ... or at most this many files
+BATCH_FILES = 128  # ... or at most this many files (a worker holds a batch's records: ~30 MB at 512)
 BATCHES_PER_WORKER = 4  # at least this many batches per worker, so no core idles at the end
 # Context patterns whose hits are read only for their text (NCCL placement lines): no full record.
 TEXT_ONLY_CONTEXTS = frozenset({"nccl_init", "nccl_oob"})
@@ -45,9 +47,9 @@ class SourceResult:
     source: str
     kind: str
     node: str | None
-    matches: list[SignatureMatch] = field(default_factory=list)
-    placed: tuple | None = None  # what the file says about where ranks ran (see `topology`), compact
-    weak: list[Event] = field(default_factory=list)
+    matches: tuple[SignatureMatch, ...] = ()
+    placed: tuple | None = None  # where ranks ran, by this file; folded into ScanResult.topology (merge.py)
+    weak: tuple[Event, ...] = ()
     counts: dict[str, int] = field(default_factory=dict)  # runbook id -> lines matched in this file
     bytes: int = 0
     lines: int = 0
@@ -58,17 +60,7 @@ class SourceResult:
     stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
     packed_tail: PackedTail | None = None  # the file's last lines (see collect.scanner.TAIL_LINES), compressed
-
-    @property
-    def topology(self) -> Topology:
-        topo = Topology()
-        if self.placed is not None:
-            placements, node_ips, task_nodes, task_exits = self.placed
-            topo.placements.update(placements)
-            topo.node_ips.update(node_ips)
-            topo.task_nodes.update(task_nodes)
-            topo.task_exits.extend(task_exits)
-        return topo
+    hits: tuple[CollateralHit, ...] = ()  # collateral matches beyond the budget, as facts (collateral.py)
 
     @property
     def tail(self) -> list[LogRecord]:
@@ -79,7 +71,10 @@ class SourceResult:
     def tail_ranks(self) -> tuple[tuple[int, str | None], ...]:
         """(rank, node) of the tail records on lines no match or error line of this file covers, in
         order (repeats left out): what the tail adds to the job's ranks without unpacking it."""
-        return self.packed_tail.ranks if self.packed_tail else ()
+        if self.packed_tail is None:
+            return ()
+        ranks = self.packed_tail.ranks
+        return ((self.rank, self.node),) if ranks is None else ranks
 
 
 @dataclass
@@ -87,18 +82,17 @@ class ScanResult:
     sources: list[SourceResult]
     warnings: list[InputWarning]
     seconds: float
+    topology: Topology = field(default_factory=Topology)  # where ranks ran, from every file in order
 
     @property
     def matches(self) -> list[SignatureMatch]:
+        """The matches kept whole: every root-role one, the earliest collateral ones (collateral.py)."""
         return [m for s in self.sources for m in s.matches]
 
-    @cached_property
-    def topology(self) -> Topology:
-        topo = Topology()
-        for s in self.sources:
-            if s.placed is not None:
-                topo.merge(s.topology)
-        return topo
+    @property
+    def hits(self) -> list[CollateralHit]:
+        """The other collateral matches, as facts."""
+        return [h for s in self.sources for h in s.hits]
 
 
 class _Worker:
@@ -139,7 +133,7 @@ def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) 
 @dataclass(frozen=True, slots=True)
 class _Tail:
     records: list[LogRecord]
-    ranks: tuple[tuple[int, str | None], ...]
+    ranks: tuple[tuple[int, str | None], ...] | None  # None: only the file's own (rank, node)
 
 
 _NO_TAIL = _Tail([], ())
@@ -177,8 +171,9 @@ def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None)
             stream.close()
     if damaged:
         result.warning = damaged  # the source still counts: its evidence before the damage is kept
-    matches, topology, result.weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
-    result.matches = matches
+    matches, topology, weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
+    result.weak = tuple(weak)
+    result.matches = tuple(matches)
     if topology.placements or topology.node_ips or topology.task_nodes or topology.task_exits:
         result.placed = (tuple(topology.placements.items()), tuple(topology.node_ips.items()),
                          tuple(topology.task_nodes.items()), tuple(topology.task_exits))
@@ -194,7 +189,9 @@ def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None)
     hit_lines = {m.record.line for m in matches} | {e.record.line for e in result.weak}
     if result.rank is None and scan.last_progress is not None:
         result.rank = split_prefix(scan.last_progress.text).rank
-    return result, _Tail(scan.tail, tail_ranks(scan.tail, hit_lines))
+    ranks = tail_ranks(scan.tail, hit_lines)
+    # most rank logs' tails name only the file's own rank: said by the result itself, not kept twice
+    return result, _Tail(scan.tail, None if ranks == ((result.rank, result.node),) else ranks)
 
 
 def _scan_batch(sources: list[Source]) -> list[SourceResult]:
@@ -245,9 +242,32 @@ def plan_batches(sizes: list[int], workers: int) -> list[list[int]]:
 
 def use_workers(sources: list[Source], workers: int) -> bool:
     """Whether starting worker processes pays for this input (see PARALLEL_MIN_BYTES/FILES)."""
-    if workers <= 1 or len(sources) <= 1 or not all(s.path for s in sources):
+    if workers <= 1 or len(sources) <= 1 or any(s.prefix is None for s in sources):
         return False
     return sum(s.size for s in sources) >= PARALLEL_MIN_BYTES or len(sources) >= PARALLEL_MIN_FILES
+
+
+def _scan_parallel(sources: list[Source], workers: int, rules: str | None, runbooks: list[Runbook] | None,
+                   merger: ResultMerger, on_progress: Callable[[int], None] | None) -> list[SourceResult]:
+    results: list[SourceResult | None] = [None] * len(sources)
+    batches = plan_batches([s.size for s in sources], workers)
+    # CPython's collector writes into every object it tracks: frozen, the parent's heap (100,000
+    # sources) stays shared with the forked workers instead of being copied into each of them
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(max_workers=min(workers, len(batches)), initializer=_Worker.setup,
+                                 initargs=(rules, runbooks)) as pool:
+            futures = {pool.submit(_scan_batch, [sources[i] for i in batch]): batch for batch in batches}
+            for future in as_completed(futures):
+                batch = futures.pop(future)
+                for i, result in zip(batch, future.result(), strict=True):
+                    results[i] = result
+                    merger.add(i, result)
+                if on_progress:
+                    on_progress(sum(sources[i].size for i in batch))
+    finally:
+        gc.unfreeze()
+    return [r for r in results if r is not None]
 
 
 def scan_sources(
@@ -262,20 +282,13 @@ def scan_sources(
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     rules = str(runbook_dir) if runbook_dir else None
     _Worker.setup(rules, runbooks)  # before the workers fork: they share the rules and the database
+    merger = ResultMerger()
     if use_workers(sources, workers):
-        results: list[SourceResult | None] = [None] * len(sources)
-        batches = plan_batches([s.size for s in sources], workers)
-        with ProcessPoolExecutor(max_workers=min(workers, len(batches)), initializer=_Worker.setup,
-                                 initargs=(rules, runbooks)) as pool:
-            futures = {pool.submit(_scan_batch, [sources[i] for i in batch]): batch for batch in batches}
-            for future in as_completed(futures):
-                batch = futures.pop(future)
-                for i, result in zip(batch, future.result(), strict=True):
-                    results[i] = result
-                if on_progress:
-                    on_progress(sum(sources[i].size for i in batch))
-        done = [r for r in results if r is not None]
+        done = _scan_parallel(sources, workers, rules, runbooks, merger, on_progress)
     else:
-        done = [_scan_one(s, on_progress) for s in sources]
+        done = []
+        for i, s in enumerate(sources):
+            done.append(_scan_one(s, on_progress))
+            merger.add(i, done[-1])
     warnings = [InputWarning(source=r.source, message=r.warning) for r in done if r.warning]
-    return ScanResult(done, warnings, time.perf_counter() - started)
+    return ScanResult(done, warnings, time.perf_counter() - started, merger.topology())

@@ -36,7 +36,7 @@ class TailBlob:
 class PackedTail:
     blob: TailBlob
     index: int  # which file of the blob
-    ranks: tuple[tuple[int, str | None], ...]  # see SourceResult.tail_ranks
+    ranks: tuple[tuple[int, str | None], ...] | None  # see SourceResult.tail_ranks (None: the file's own)
 
     def records(self, source: str) -> list[LogRecord]:
         return [LogRecord(source=source, **dict(zip(_FIELDS, row, strict=True))) for row in self.blob.rows(self.index)]
