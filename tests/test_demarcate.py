@@ -38,6 +38,23 @@ def test_old_kernel_events_are_history():
     assert d.root is oom and d.history == [old]
 
 
+def test_with_only_a_kernel_log_the_latest_incident_is_the_failure_and_older_bursts_are_history():
+    # a node's `dmesg -T`: application Xids days ago on other GPUs, the contained ECC error now
+    app = [m("xid43", 40, T - timedelta(days=9), kind="dmesg", node="n4", line=1),
+           m("xid31", 42, T - timedelta(days=4), kind="dmesg", node="n4", line=2)]
+    ecc = m("xid94", 88, T, kind="dmesg", node="n4", line=3)
+    d = demarcate([*app, ecc], (None, None))
+    assert d.root is ecc and d.history == app
+
+
+def test_a_kernel_cascade_without_gaps_is_one_incident_and_its_first_failure_decides():
+    # within one burst (events less than the margin apart) the first-failure window still rules
+    burst = [m("xid79", 97, T, kind="dmesg", node="n1", line=1),
+             *(m("xid45", 30, T + timedelta(minutes=k), kind="dmesg", node="n1", line=2 + k) for k in range(0, 40, 8))]
+    d = demarcate(burst, (None, None))
+    assert d.root is burst[0] and not d.history
+
+
 def test_collateral_never_decides_while_a_root_signature_fired():
     timeouts = [m("timeout", 15, T - timedelta(seconds=100), role=Role.COLLATERAL, rank=r) for r in range(63)]
     exc = m("python-exception", 12, T, rank=7)

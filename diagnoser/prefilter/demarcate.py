@@ -62,8 +62,11 @@ def _order(m: SignatureMatch) -> tuple:
 
 def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]
                   ) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
-    """(current, history): kernel events outside the job's span by more than the margin."""
+    """(current, history): kernel events outside the job's span by more than the margin. Without a
+    job span (only kernel or system logs carry times), the span is the latest incident's."""
     start, end = span
+    if start is None or end is None:
+        start, end = latest_incident([m.record.time for m in matches if m.record.kind == "dmesg"])
     if start is None or end is None:
         return matches, []
     current, history = [], []
@@ -76,6 +79,20 @@ def split_history(matches: list[SignatureMatch], span: tuple[datetime | None, da
         else:
             current.append(m)
     return current, history
+
+
+def latest_incident(times: list[datetime | None]) -> tuple[datetime | None, datetime | None]:
+    """The last burst of kernel events: a node's `dmesg -T` holds days of history, and the failure a
+    user asks about is the latest one. Bursts are split where events are more than HISTORY_MARGIN
+    apart; within one burst (a cascade) the first failure still decides."""
+    ordered = sorted(t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC) for t in times if t is not None)
+    if not ordered:
+        return None, None
+    start = ordered[0]
+    for earlier, later in zip(ordered, ordered[1:], strict=False):
+        if later - earlier > HISTORY_MARGIN:
+            start = later
+    return start, ordered[-1]
 
 
 def demarcate(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None],
