@@ -101,14 +101,15 @@ def triage_command(
     """Find the first failure across all ranks and say what it was and what to do."""
     err = Console(stderr=True)
     try:
-        sources, _ = resolve_inputs(paths)
-        total = sum(s.size for s in sources)
-        # a bar only for a person watching a long scan; never into a pipe or a machine's JSON
-        show = progress and err.is_terminal and total > 256 << 20 and not (as_json and not sys.stdout.isatty())
-        bar = _progress_bar(err, total) if show else None  # rich.progress is imported only for a bar
-        with bar or contextlib.nullcontext():
-            analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
-                               on_progress=(lambda n: bar.advance(bar.task_ids[0], n)) if bar else None)
+        with _workers_for(paths, workers, runbooks):
+            sources, _ = resolve_inputs(paths)
+            total = sum(s.size for s in sources)
+            # a bar only for a person watching a long scan; never into a pipe or a machine's JSON
+            show = progress and err.is_terminal and total > 256 << 20 and not (as_json and not sys.stdout.isatty())
+            bar = _progress_bar(err, total) if show else None  # rich.progress is imported only for a bar
+            with bar or contextlib.nullcontext():
+                analysis = analyse(paths, runbook_dir=runbooks, workers=workers,
+                                   on_progress=(lambda n: bar.advance(bar.task_ids[0], n)) if bar else None)
         diagnosis = redact_diagnosis(_later_stages(analysis, llm_base_url, llm_model, llm, no_remote, verbose))
     except (UnusableInput, RunbookError, ValueError) as exc:
         _fail(str(exc))
@@ -121,6 +122,16 @@ def triage_command(
     book = next((b for b in books.values() if b.catalog is None and diagnosis.runbook and b.path == diagnosis.runbook),
                 None) or books.get(diagnosis.rule or "")  # else the catalog entry that decided
     render(diagnosis, book, Console())
+
+
+def _workers_for(paths: list[str], workers: int | None, runbooks: Path | None) -> contextlib.AbstractContextManager:
+    """Scanner processes started before a big directory is listed (see scan.preforked): it may hold
+    100,000 rank logs, and workers forked after the listing would share and copy it. Inputs too
+    small for workers do not pay for the fork."""
+    from diagnoser.collect.files import holds_many_files
+    from diagnoser.prefilter.scan import PARALLEL_MIN_FILES, preforked
+
+    return preforked(workers, runbooks) if holds_many_files(paths, PARALLEL_MIN_FILES) else contextlib.nullcontext()
 
 
 def _progress_bar(console: Console, total: int) -> Any:

@@ -256,6 +256,7 @@ def explain_collateral(d: Demarcation, readable: list[SourceResult], scan: ScanR
         if s.stack is not None:
             stacks[s.rank] = (s.source, node, s.stack)
         else:
-            tails[s.rank] = RankTail(s.rank, node, s.source, s.last_progress, s.last_time)
+            tails[s.rank] = RankTail(s.rank, node, s.source, s.last_progress, s.last_time,
+                                     s if s.progress_in_tail else None)
     nranks = max((p.nranks for p in topo.placements.values()), default=None)
     return analyse_collectives([*d.collateral, *d.hits], tails, nranks, stack_outliers(stacks))

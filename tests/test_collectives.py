@@ -13,6 +13,7 @@ from diagnoser.models import LogRecord, Role, SignatureMatch
 from diagnoser.prefilter.collateral import CollateralBudget
 from diagnoser.prefilter.collectives import RankTail, desync, silent_ranks, stalled_progress
 from diagnoser.prefilter.scan import SourceResult
+from diagnoser.triage import analyse
 
 T = datetime(2026, 3, 4, 5, 0, tzinfo=UTC)
 TIMEOUT = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
@@ -158,3 +159,22 @@ def test_hang_with_py_spy_dumps_names_the_outlier_group(tmp_path):
     assert (d["subtype"], d["culprit"]["ranks"]) == ("hang", [6]), d
     assert "__next__" in d["root_cause"]
     assert d["evidence"][0]["source"] == "stacks/py-spy-rank6.txt" and d["evidence"][0]["line"] == 5
+
+
+def test_a_hung_rank_is_cited_by_its_own_last_progress_line(tmp_path):
+    """16 rank logs without an error; rank 3 stopped at step 640. Its progress line is one of the
+    file's last lines, kept once (in the packed tail): the evidence still quotes it verbatim."""
+    for r in range(16):
+        last = 640 if r == 3 else 900
+        lines = [f"[rank{r}]:[2026-03-04 05:{s // 60:02d}:{s % 60:02d},000] [INFO] [train.py:412] step {s} | "
+                 f"loss {2 + 1 / (s + 1):.4f} | lr 3.0000e-04" for s in range(last - 20, last + 1)]
+        node = tmp_path / f"gpu-{r // 8 + 1:03d}"
+        node.mkdir(exist_ok=True)
+        (node / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    analysis = analyse([str(tmp_path)], workers=1)
+    d = analysis.diagnosis
+    assert d.subtype == "hang" and d.culprit.ranks == [3]
+    stuck = next(s for s in analysis.scan.sources if s.source == "gpu-001/rank3.log")
+    assert stuck.progress_in_tail and stuck.last_progress.text == ""  # held once, in the tail
+    quoted = {e.text for e in d.evidence if e.source == "gpu-001/rank3.log"}
+    assert any(t.endswith("step 640 | loss 2.0016 | lr 3.0000e-04") for t in quoted), quoted

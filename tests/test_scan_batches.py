@@ -124,3 +124,45 @@ def test_records_from_workers_can_be_copied_with_changes_without_touching_the_ot
     moved = a.model_copy(update={"time": None, "time_inferred": True})
     assert moved.time is None and a.time is not None
     assert set(b.model_fields_set) == before and b.time is not None
+
+
+def test_workers_forked_before_the_listing_scan_the_job_and_exit_with_the_scan(job: Path, pooled) -> None:
+    from diagnoser.prefilter import scan as scan_module
+
+    with scan_module.preforked(2):
+        pool = scan_module._preforked[1]
+        forked = set(pool._processes)  # forked now, while this process holds no file list
+        assert len(forked) == 2
+        early = analyse([str(job)], workers=2)
+        assert scan_module._preforked is None  # the scan took them ...
+        assert not alive(forked)  # ... and they exited with it
+    assert early.diagnosis.model_dump(exclude={"stats"}) == pooled.diagnosis.model_dump(exclude={"stats"})
+
+
+def alive(pids: set[int]) -> list[int]:
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def test_unused_preforked_workers_exit_and_small_inputs_are_not_forked_for(tmp_path: Path) -> None:
+    from diagnoser.collect.files import holds_many_files
+    from diagnoser.prefilter import scan as scan_module
+
+    small = _job(tmp_path / "small", files=40)
+    assert not holds_many_files([str(small)], PARALLEL_MIN_FILES)
+    assert holds_many_files([str(small)], 40)
+    with scan_module.preforked(2):
+        pool = scan_module._preforked[1]
+        forked = set(pool._processes)
+        one = analyse([str(small)], workers=2)  # too small for workers: scanned here
+        assert scan_module._preforked is not None
+    assert scan_module._preforked is None and not alive(forked)
+    assert one.diagnosis.category.value == "user_code"

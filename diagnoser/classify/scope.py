@@ -82,10 +82,8 @@ def scope_of(analysis: Analysis) -> JobScope:
     by_source: dict[str, list[tuple[int | None, str | None]]] = {}
     for r in hits.values():
         by_source.setdefault(r.source, []).append((r.rank, r.node))
-    for h in analysis.scan.hits:
-        by_source.setdefault(h.source, []).append((h.rank, h.node))
     for s in analysis.scan.sources:  # every record's rank in the order of `all_records` (later wins)
-        for rank, node in [*by_source.get(s.source, ()), *s.tail_ranks]:
+        for rank, node in [*by_source.get(s.source, ()), *((h.rank, h.node) for h in s.hits), *s.tail_ranks]:
             if rank is not None:
                 ranks.add(rank)
                 if node:
@@ -97,11 +95,8 @@ def scope_of(analysis: Analysis) -> JobScope:
         if book is not None:
             key = (m.record.source, m.record.line)
             line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
-    for h in analysis.scan.hits:
-        book = books.get(h.runbook_id)
-        if book is not None:
-            key = (h.source, h.line)
-            line_rules[key] = (*line_rules.get(key, ()), RuleRef(book.id, book.category, book.priority))
+    # collateral lines kept as facts only (prefilter/collateral.py) have no text to cite: no
+    # verdict's evidence is one of them, so the policy never asks for their rules
     return JobScope(job_nodes(analysis), frozenset(ranks), rank_nodes, line_rules,
                     {b.id: b.priority for b in books.values()})
 

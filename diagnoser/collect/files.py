@@ -146,6 +146,25 @@ def list_sources(inputs: list[str], within: tuple[Path, ...] | None = None
     return sources, warnings
 
 
+def holds_many_files(paths: list[str], many: int) -> bool:
+    """Whether the directories given hold at least `many` entries, counted without building the
+    listing (stops at `many`; cheap for small inputs)."""
+    count = 0
+    pending = [p for p in paths if os.path.isdir(p)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                for entry in listing:
+                    count += 1
+                    if count >= many:
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except OSError:
+            continue
+    return False
+
+
 def _add(sources: list[Source], warnings: list[tuple[str, str]], seen: set[tuple[int, int]], prefix: str,
          name: str, parts: list[str] | tuple[str, ...], entry: os.DirEntry | None) -> None:
     """One file found (at prefix + name): a source, unless it is not a regular file or was already listed."""

@@ -62,6 +62,9 @@ class FileScan:
     tail: list[LogRecord] = field(default_factory=list)  # the file's last TAIL_LINES non-empty lines, in order
 
 
+PROGRESS_TEXT = 500  # characters of the last progress line kept
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """The last training-progress line of a file: where a rank was when its log ended."""
@@ -360,7 +363,7 @@ def _last_progress(region: bytes, last_line: int, builder: _RecordBuilder,
             step = next((int(v) for v in m.groupdict().values() if v), None)
             if step is None and m.groups():
                 step = int(m.group(1)) if (m.group(1) or "").isdigit() else 0
-            return Progress(line_no, step or 0, builder.line_time(region, lo, hi), text[:500])
+            return Progress(line_no, step or 0, builder.line_time(region, lo, hi), text[:PROGRESS_TEXT])
         line_no -= 1
     return None
 

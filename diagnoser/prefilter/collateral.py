@@ -63,9 +63,10 @@ def said_rank(text: str) -> int | None:
     return int(next(g for g in hit.groups() if g)) if hit else None
 
 
-def as_hit(m: SignatureMatch, work: Work | None = None) -> CollateralHit:
+def as_hit(m: SignatureMatch, work: Work | None = None, source: str | None = None) -> CollateralHit:
+    """`source`: the same name as the record's, an object already held (one string per file)."""
     r = m.record
-    return CollateralHit(m.runbook_id, m.priority, r.source, r.line, r.rank, r.node, m.fields.get("node"),
+    return CollateralHit(m.runbook_id, m.priority, source or r.source, r.line, r.rank, r.node, m.fields.get("node"),
                          work or work_of(r.text), said_rank(r.text) if r.rank is None else None)
 
 
@@ -98,4 +99,4 @@ class CollateralBudget:
 
     def _demote(self, owner: SourceResult, m: SignatureMatch, work: Work | None) -> None:
         owner.matches = tuple(x for x in owner.matches if x is not m)
-        owner.hits = (*owner.hits, as_hit(m, work))
+        owner.hits = (*owner.hits, as_hit(m, work, owner.source if owner.source == m.record.source else None))

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import islice
+from typing import Protocol
 
 from diagnoser.collect.pyspy import Stack
 from diagnoser.collect.scanner import Progress
@@ -26,7 +27,7 @@ STALL = timedelta(seconds=60)  # a rank this far behind the others' last progres
 MAX_SUSPECT_SHARE = 8  # suspects must be at most 1/8 of the ranks, else it is not one culprit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankTail:
     """Where one rank's log ended."""
 
@@ -35,6 +36,17 @@ class RankTail:
     source: str
     progress: Progress | None
     last_time: datetime | None
+    # the file's scan result when it keeps the progress line's text only in its packed tail (scan.py)
+    kept_by: HasProgressText | None = None
+
+    def evidence(self) -> Evidence:
+        """The rank's last progress line (it has one)."""
+        text = self.kept_by.progress_text() if self.kept_by else self.progress.text
+        return Evidence(source=self.source, line=self.progress.line, text=text)
+
+
+class HasProgressText(Protocol):
+    def progress_text(self) -> str: ...
 
 
 @dataclass
@@ -53,42 +65,54 @@ def _ev(m: SignatureMatch) -> Evidence:
     return Evidence(source=m.record.source, line=m.record.line, text=m.record.text)
 
 
-def _facts(items: Sequence[Collateral]) -> list[tuple[CollateralHit, SignatureMatch | None]]:
-    """Each collateral line as facts, with its full match when the scan kept it (see collateral.py)."""
-    return [(m, None) if isinstance(m, CollateralHit) else (as_hit(m), m) for m in items]
+class _Facts:
+    """Collateral lines as facts (`hits`), and the full match of those the scan kept whole."""
 
+    def __init__(self, items: Sequence[Collateral]) -> None:
+        self.hits: list[CollateralHit] = []
+        self._whole: dict[int, SignatureMatch] = {}
+        for m in items:
+            if isinstance(m, CollateralHit):
+                self.hits.append(m)
+            else:
+                hit = as_hit(m)
+                self._whole[id(hit)] = m
+                self.hits.append(hit)
 
-def _shown(pairs: Iterable[tuple[CollateralHit, SignatureMatch | None]], n: int) -> list[Evidence]:
-    return [_ev(m) for m in islice((m for _, m in pairs if m is not None), n)]
+    def shown(self, hits: Iterable[CollateralHit], n: int) -> list[Evidence]:
+        """Evidence from the first `n` of `hits` that were kept whole."""
+        whole = (self._whole.get(id(h)) for h in hits)
+        return [_ev(m) for m in islice((m for m in whole if m is not None), n)]
 
 
 def desync(timeouts: Sequence[Collateral]) -> Finding | None:
     """Ranks in different collectives (op or size) at the same sequence number."""
-    by_seq: dict[int, dict[tuple[str, str | None], list]] = defaultdict(lambda: defaultdict(list))
-    for hit, m in _facts(timeouts):
+    facts = _Facts(timeouts)
+    by_seq: dict[int, dict[tuple[str, str | None], list[CollateralHit]]] = defaultdict(lambda: defaultdict(list))
+    for hit in facts.hits:
         if hit.work:
             seq, op, numel = hit.work
-            by_seq[seq][(op, numel)].append((hit, m))
+            by_seq[seq][(op, numel)].append(hit)
     for seq, groups in sorted(by_seq.items()):
         if len(groups) < 2:
             continue
         ordered = sorted(groups.values(), key=len)
-        minority = [pair for g in ordered[:-1] for pair in g]
-        ranks = sorted({r for h, _ in minority if (r := h.reporting_rank) is not None})
+        minority = [h for g in ordered[:-1] for h in g]
+        ranks = sorted({r for h in minority if (r := h.reporting_rank) is not None})
         ops = ", ".join(f"{op}" + (f"[{n}]" if n else "") for op, n in groups)
         return Finding("collective_desync", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.8,
                        f"ranks disagree on collective #{seq} ({ops}): the training code issues different "
                        f"collectives on different ranks", ranks,
-                       sorted({h.node for h, _ in minority if h.node}),
-                       _shown(minority, 2) + _shown(ordered[-1], 1))
+                       sorted({h.node for h in minority if h.node}),
+                       facts.shown(minority, 2) + facts.shown(ordered[-1], 1))
     return None
 
 
 def silent_ranks(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: int | None
                  ) -> Finding | None:
     """All ranks but a few timed out waiting: the few are the culprits."""
-    facts = _facts(timeouts)
-    reporting = {r for h, _ in facts if (r := h.reporting_rank) is not None}
+    facts = _Facts(timeouts)
+    reporting = {r for h in facts.hits if (r := h.reporting_rank) is not None}
     universe = set(range(nranks)) if nranks else set(tails)
     if len(reporting) < 2 or not universe:
         return None
@@ -96,11 +120,11 @@ def silent_ranks(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nra
     if not silent or len(silent) > max(1, len(universe) // MAX_SUSPECT_SHARE):
         return None
     nodes = sorted({tails[r].node for r in silent if r in tails and tails[r].node})
-    evidence = _shown(facts, 1)
+    evidence = facts.shown(facts.hits, 1)
     for r in silent:
         tail = tails.get(r)
         if tail and tail.progress:
-            evidence.insert(0, Evidence(source=tail.source, line=tail.progress.line, text=tail.progress.text))
+            evidence.insert(0, tail.evidence())
     missing_logs = [r for r in silent if r not in tails]
     how = ("whose logs are missing (node lost?)" if missing_logs and len(missing_logs) == len(silent)
            else "which stopped making progress and never reached the collective")
@@ -124,10 +148,9 @@ def stalled_progress(tails: dict[int, RankTail]) -> Finding | None:
     if not behind or len(behind) > max(1, len(timed) // MAX_SUSPECT_SHARE):
         return None
     nodes = sorted({timed[r].node for r in behind if timed[r].node})
-    evidence = [Evidence(source=timed[r].source, line=timed[r].progress.line, text=timed[r].progress.text)
-                for r in behind[:4]]
+    evidence = [timed[r].evidence() for r in behind[:4]]
     ahead = max(timed.values(), key=lambda t: t.progress.step)
-    evidence.append(Evidence(source=ahead.source, line=ahead.progress.line, text=ahead.progress.text))
+    evidence.append(ahead.evidence())
     return Finding("hang", Category.UNKNOWN, Action.RESTART_EXCLUDING_NODES if nodes else Action.RESTART, 0.6,
                    f"job hung: rank(s) {', '.join(map(str, sorted(behind)))} stopped at step "
                    f"{min(timed[r].progress.step for r in behind)} while the others reached step "
@@ -146,16 +169,17 @@ def waited_on_a_busy_rank(collateral: Sequence[Collateral]) -> Finding | None:
     usual cause is in the job: one rank busy outside the collective (rank 0 evaluating, saving or
     preprocessing while the others wait) or ranks that diverged. Weak on purpose: a low-confidence
     user-code verdict is restarted by `diagnoser run`, and retrieval or an LLM may overrule it."""
-    waiting = [(h, m) for h, m in _facts(collateral) if h.runbook_id in WAITING]
+    facts = _Facts(collateral)
+    waiting = [h for h in facts.hits if h.runbook_id in WAITING]
     if not waiting or any(_DEAD_PEER.search(m.runbook_id) for m in collateral):
         return None
-    ranks = sorted({r for h, _ in waiting if (r := h.reporting_rank) is not None})
+    ranks = sorted({r for h in waiting if (r := h.reporting_rank) is not None})
     who = f" on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}" if ranks else ""
     return Finding("collective_timeout_busy_rank", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.5,
                    f"{len(waiting)} collective timeout(s){who} and nothing reports a dead peer, a faulty part or "
                    "a network error: a rank was most likely busy outside the collective (evaluation, checkpoint "
                    "saving or data preprocessing on one rank) or the ranks diverged", [], [],
-                   _shown(waiting, 3))
+                   facts.shown(waiting, 3))
 
 
 def analyse(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: int | None,

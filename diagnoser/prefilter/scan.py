@@ -8,11 +8,12 @@ per-rank logs is a few hundred tasks.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from pathlib import Path
 from diagnoser.collect import pyspy
 from diagnoser.collect.files import Source, open_source
 from diagnoser.collect.prefixes import split_prefix
-from diagnoser.collect.scanner import Event, Progress, scan_stream
+from diagnoser.collect.scanner import PROGRESS_TEXT, Event, Progress, scan_stream
 from diagnoser.models import InputWarning, LogRecord, SignatureMatch
 from diagnoser.prefilter.catalog import CATALOG_DIR
 from diagnoser.prefilter.collateral import CollateralHit
@@ -36,7 +37,7 @@ from diagnoser.prefilter.tails import PackedTail, pack_tails, tail_ranks, tail_r
 PARALLEL_MIN_BYTES = 64 << 20
 PARALLEL_MIN_FILES = 2000
 BATCH_BYTES = 8 << 20  # a batch of small files holds about this many bytes ...
-BATCH_FILES = 128  # ... or at most this many files (a worker holds a batch's records: ~30 MB at 512)
+BATCH_FILES = 64  # ... or at most this many files (a worker holds a batch's records: ~30 MB at 512)
 BATCHES_PER_WORKER = 4  # at least this many batches per worker, so no core idles at the end
 # Context patterns whose hits are read only for their text (NCCL placement lines): no full record.
 TEXT_ONLY_CONTEXTS = frozenset({"nccl_init", "nccl_oob"})
@@ -55,17 +56,26 @@ class SourceResult:
     lines: int = 0
     first_time: datetime | None = None
     last_time: datetime | None = None
-    last_progress: Progress | None = None
+    last_progress: Progress | None = None  # its text is "" when progress_in_tail (see progress_text)
     rank: int | None = None  # the rank whose log this is, when it is one rank's log
     stack: pyspy.Stack | None = None  # when the file is a py-spy dump
     warning: str | None = None
     packed_tail: PackedTail | None = None  # the file's last lines (see collect.scanner.TAIL_LINES), compressed
     hits: tuple[CollateralHit, ...] = ()  # collateral matches beyond the budget, as facts (collateral.py)
+    progress_in_tail: bool = False  # the last progress line is one of the tail's: its text is kept there only
 
     @property
     def tail(self) -> list[LogRecord]:
         """The file's last lines as records (unpacked on each call: keep the list if you need it twice)."""
         return self.packed_tail.records(self.source) if self.packed_tail else []
+
+    def progress_text(self) -> str:
+        """The last progress line's text (unpacks the tail when the text is kept only there)."""
+        if self.last_progress is None:
+            return ""
+        if not self.progress_in_tail:
+            return self.last_progress.text
+        return next((r.text[:PROGRESS_TEXT] for r in self.tail if r.line == self.last_progress.line), "")
 
     @property
     def tail_ranks(self) -> tuple[tuple[int, str | None], ...]:
@@ -103,7 +113,7 @@ class _Worker:
     matcher: MultiMatcher
     text_only: frozenset[int]
 
-    loaded_from: tuple | None = None
+    loaded_from: tuple | None = None  # (rule files and their time, ids of the rules compiled)
 
     @classmethod
     def setup(cls, runbook_dir: str | None, runbooks: list[Runbook] | None = None) -> None:
@@ -111,16 +121,20 @@ class _Worker:
         files, or the rule list given)."""
         directory = Path(runbook_dir) if runbook_dir else default_runbook_dir()
         files = [*directory.glob("*.md"), *CATALOG_DIR.glob("*.yaml")]
-        stamp = (str(directory), max((p.stat().st_mtime for p in files), default=0.0),
-                 None if runbooks is None else hash(tuple(r.id for r in runbooks)))
-        if cls.loaded_from == stamp:
+        read = (str(directory), max((p.stat().st_mtime for p in files), default=0.0))
+        loaded = cls.loaded_from
+        if loaded is not None and loaded[0] == read and (runbooks is None or loaded[1] == _ids(runbooks)):
             return
-        cls.loaded_from = stamp
         cls.runbooks = runbooks if runbooks is not None else load_runbooks(directory)
+        cls.loaded_from = (read, _ids(cls.runbooks))
         cls.table = PatternTable.build(cls.runbooks)
         cls.matcher = build_matcher(cls.table.patterns)
         cls.text_only = frozenset(i for i, (kind, j) in enumerate(cls.table.owner)
                                   if kind == "context" and cls.table.context_names[j] in TEXT_ONLY_CONTEXTS)
+
+
+def _ids(runbooks: list[Runbook]) -> int:
+    return hash(tuple(r.id for r in runbooks))
 
 
 def _scan_one(source: Source, on_progress: Callable[[int], None] | None = None) -> SourceResult:
@@ -186,6 +200,11 @@ def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None)
     result.bytes, result.lines = scan.bytes, scan.lines
     result.first_time, result.last_time = scan.first_time, scan.last_time
     result.last_progress = scan.last_progress
+    progress = scan.last_progress
+    if progress is not None and any(r.line == progress.line and r.text[:PROGRESS_TEXT] == progress.text
+                                    for r in scan.tail):  # 100,000 progress lines are 20 MB of text
+        result.last_progress = Progress(progress.line, progress.step, progress.time, "")
+        result.progress_in_tail = True
     hit_lines = {m.record.line for m in matches} | {e.record.line for e in result.weak}
     if result.rank is None and scan.last_progress is not None:
         result.rank = split_prefix(scan.last_progress.text).rank
@@ -247,20 +266,61 @@ def use_workers(sources: list[Source], workers: int) -> bool:
     return sum(s.size for s in sources) >= PARALLEL_MIN_BYTES or len(sources) >= PARALLEL_MIN_FILES
 
 
+_preforked: tuple[tuple, ProcessPoolExecutor] | None = None  # (rules it loaded, pool): see `preforked`
+
+
+@contextlib.contextmanager
+def preforked(workers: int | None, runbook_dir: Path | None = None) -> Iterator[None]:
+    """Start the scan's worker processes now, before the job's files are listed. A worker forked
+    later inherits the parent's heap (100,000 sources): the parent then copies each page it writes
+    and both copies count, tens of MB at 100,000 files. Unused (a small input) they just exit."""
+    global _preforked
+    workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    if workers <= 1 or _preforked is not None:
+        yield
+        return
+    rules = str(runbook_dir) if runbook_dir else None
+    _Worker.setup(rules)
+    gc.collect()
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_Worker.setup, initargs=(rules, None))
+    pool.submit(int).result()  # the first task forks every worker (the fork start method starts them all)
+    _preforked = (_Worker.loaded_from, pool)
+    try:
+        yield
+    finally:
+        if _preforked is not None and _preforked[1] is pool:  # not used by a scan
+            _preforked = None
+        pool.shutdown(cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _pool(workers: int, rules: str | None, runbooks: list[Runbook] | None) -> Iterator[ProcessPoolExecutor]:
+    """The preforked workers when they loaded these very rules, else new ones. Either way they exit
+    when the scan is done: the rest of the analysis needs no workers."""
+    global _preforked
+    if _preforked is not None and _preforked[0] == _Worker.loaded_from:
+        pool, _preforked = _preforked[1], None
+        with pool:
+            yield pool
+        return
+    with ProcessPoolExecutor(max_workers=workers, initializer=_Worker.setup, initargs=(rules, runbooks)) as pool:
+        yield pool
+
+
 def _scan_parallel(sources: list[Source], workers: int, rules: str | None, runbooks: list[Runbook] | None,
                    merger: ResultMerger, on_progress: Callable[[int], None] | None) -> list[SourceResult]:
     results: list[SourceResult | None] = [None] * len(sources)
     batches = plan_batches([s.size for s in sources], workers)
-    # CPython's collector writes into every object it tracks: frozen, the parent's heap (100,000
-    # sources) stays shared with the forked workers instead of being copied into each of them
+    # CPython's collector writes into every object it tracks: frozen, the parent's heap stays shared
+    # with workers forked now instead of being copied
     gc.freeze()
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(batches)), initializer=_Worker.setup,
-                                 initargs=(rules, runbooks)) as pool:
+        with _pool(min(workers, len(batches)), rules, runbooks) as pool:
             futures = {pool.submit(_scan_batch, [sources[i] for i in batch]): batch for batch in batches}
             for future in as_completed(futures):
                 batch = futures.pop(future)
                 for i, result in zip(batch, future.result(), strict=True):
+                    result.source = sources[i].name  # the same name: one string per file, not two
                     results[i] = result
                     merger.add(i, result)
                 if on_progress:
