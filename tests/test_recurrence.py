@@ -66,3 +66,32 @@ def test_xids_the_job_prints_itself_do_not_make_a_pattern(tmp_path: Path) -> Non
     printed = [MMU.format(bus="db", pid=pid) for pid in (11, 12, 13, 14)]
     d = triage([str(_job(tmp_path, [], printed=printed))], workers=1)
     assert d.category.value == "user_code", d.root_cause
+
+
+AMD_FAULT = ("amdgpu 0000:{bus}:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 pasid:32769, "
+             "for process python3 pid {pid} thread python3 pid {pid})")
+
+
+def _amd_job(tmp_path: Path, events: list[tuple[str, str, int]]) -> Path:
+    node = tmp_path / "mi300-04"
+    node.mkdir()
+    for r in range(4):
+        (node / f"rank{r}.log").write_text(f"[rank{r}]:[2026-03-04 05:00:0{r},000] [INFO] step 1 loss 2.31\n")
+    (node / "dmesg.log").write_text("\n".join(f"[{day} 2026] " + AMD_FAULT.format(bus=bus, pid=pid)
+                                              for day, bus, pid in events) + "\n")
+    return tmp_path
+
+
+def test_an_amdgpu_page_fault_that_follows_one_gpu_across_processes_is_the_gpu(tmp_path: Path) -> None:
+    # amdgpu names the process as "pid N", not NVIDIA's "pid=N": read from the catalog's captured pid
+    events = [("Sun Mar  1 10:00:00", "c1", 44120), ("Mon Mar  2 03:12:40", "c1", 45001),
+              ("Wed Mar  4 05:00:08", "c1", 47777)]
+    d = triage([str(_amd_job(tmp_path, events))], workers=1)
+    assert (d.category.value, d.subtype) == ("hardware", "gpu_recurring_fault")
+    assert d.culprit.nodes == ["mi300-04"] and d.culprit.gpus == ["0000:c1:00"]
+
+
+def test_amdgpu_page_faults_on_every_gpu_stay_the_programs(tmp_path: Path) -> None:
+    events = [("Wed Mar  4 05:00:08", bus, 47777 + i) for i, bus in enumerate(["c1", "c2", "c3", "c4"])]
+    d = triage([str(_amd_job(tmp_path, events))], workers=1)
+    assert d.category.value == "user_code" and d.subtype == "gpu_memory_access_fault"

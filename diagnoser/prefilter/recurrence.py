@@ -25,8 +25,8 @@ from diagnoser.prefilter.trust import job_output
 
 # verdicts a faulty GPU can also produce (the program's by default)
 GPU_SYMPTOMS = frozenset({"gpu_xid_app_fault", "cuda_illegal_memory_access", "cuda_unknown_error",
-                          "no_signature"})
-PID = re.compile(r"\bpid=(\d+)")
+                          "gpu_memory_access_fault", "no_signature"})
+PID = re.compile(r"\bpid=(\d+)")  # NVIDIA's "pid=N"; other drivers' formats come as a captured `pid` field
 CONFIDENCE = 0.75
 
 
@@ -48,11 +48,12 @@ def recurring_gpu_fault(matches: list[SignatureMatch], books: dict[str, Runbook]
     for m in matches:
         book = books.get(m.runbook_id)
         gpu = m.fields.get("gpu")
-        pid = PID.search(m.record.text)
+        said = PID.search(m.record.text)
+        pid = m.fields.get("pid") or (said.group(1) if said else None)
         if book is None or not book.part_fault_after or not gpu or pid is None or job_output(m.record):
             continue
         key = (m.record.node, gpu_id(gpu))
-        pids[key].add(pid.group(1))
+        pids[key].add(pid)
         seen[key].append(m)
         threshold[key] = min(threshold.get(key, book.part_fault_after), book.part_fault_after)
     faulty = [k for k, p in pids.items() if len(p) >= threshold[k]]
