@@ -51,3 +51,12 @@ def test_kernel_syslog_host():
     assert kernel.syslog_host("Mar  4 05:06:07 gpu-017 kernel: [123.4] mlx5_core 0000:0c:00.0: x") == "gpu-017"
     assert kernel.syslog_host("2025-03-04T05:06:07+0000 gpu-017 kernel: x") == "gpu-017"
     assert kernel.syslog_host("[2025-03-04 05:06:07] step 1") is None
+
+
+def test_a_placeholder_in_the_syslog_host_column_names_no_node_but_is_still_kernel_output():
+    # an unnamed machine prints localhost; a pasted log is often redacted to "hostname"
+    for line in ("Apr 12 00:54:42 hostname kernel: amdgpu 0000:2f:00.0: amdgpu: GPU reset begin!",
+                 "Mar  4 05:06:07 localhost kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."):
+        assert kernel.syslog_host(line) is None
+        assert kernel.is_kernel_line(line)
+    assert kernel.syslog_host("Mar  4 05:06:07 hostname-07 kernel: x") == "hostname-07"

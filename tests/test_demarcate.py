@@ -89,6 +89,15 @@ def test_errors_that_name_one_peer_blame_the_peer_node_not_the_reporters():
     assert c.nodes == ["gpu-009"] and c.ranks == []
 
 
+def test_one_rank_naming_one_peer_blames_nobody_either_end_may_be_broken():
+    topo = Topology(node_ips={"10.0.0.9": "gpu-009"})
+    retries = [m("ib", 76, T + timedelta(seconds=i), node="gpu-001", rank=1, peer="10.0.0.9", line=i) for i in range(3)]
+    c = locate(retries, topo)
+    assert c.nodes == [] and c.ranks == []
+    second = m("ib", 76, T, node="gpu-002", rank=2, peer="10.0.0.9")
+    assert locate([*retries, second], topo).nodes == ["gpu-009"]
+
+
 def test_rank_without_node_is_placed_by_topology():
     topo = Topology(task_nodes={12: "n3"})
     c = locate([m("oom", 66, T, rank=12)], topo)

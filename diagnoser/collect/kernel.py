@@ -16,12 +16,18 @@ _SYSLOG_HOST = re.compile(
 _DMESG_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]|^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ")
 
 
+# what an unnamed machine or a redacted paste prints in the host column: no node of a job
+_PLACEHOLDER_HOST = re.compile(r"(?i)^(?:localhost(?:\.localdomain)?|hostname|host|redacted|x{3,})$")
+
+
 def syslog_host(line: str) -> str | None:
-    """The host a syslog/journal line names, or None."""
+    """The host a syslog/journal line names, or None (also for a placeholder such as `localhost`)."""
     m = _SYSLOG_HOST.match(line)
-    return m.group("host") if m else None
+    if m is None or _PLACEHOLDER_HOST.match(m.group("host")):
+        return None
+    return m.group("host")
 
 
 def is_kernel_line(line: str) -> bool:
     """Whether a line has the shape of kernel output (dmesg or syslog `kernel:`)."""
-    return bool(_DMESG_PREFIX.match(line)) or syslog_host(line) is not None
+    return bool(_DMESG_PREFIX.match(line)) or _SYSLOG_HOST.match(line) is not None

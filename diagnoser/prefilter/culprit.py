@@ -1,7 +1,8 @@
 """Name the culprit node, GPU and rank from the decisive matches.
 
 A kernel Xid names a PCI bus id on a node; NCCL's init lines say which rank ran on that GPU. An
-IB error on many ranks names the same peer IP; the bootstrap lines say which node owns that IP.
+IB error on many ranks names the same peer IP; the bootstrap lines say which node owns that IP (one
+rank naming one peer is not enough: the broken end of that connection could be either).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from diagnoser.models import Culprit, SignatureMatch
 from diagnoser.prefilter.matching import Topology
 
 MAX_LISTED = 64  # a culprit list longer than this is not a culprit, it is the whole job
+MIN_PEER_REPORTERS = 2  # processes that must name the same peer before it is the culprit
 
 
 def gpu_id(raw: str) -> str:
@@ -63,9 +65,14 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             node = topo.node_of_rank(top_rank)
             nodes = [node] if node else nodes
     if peers:
-        # reporters name the broken peer; the most named peer is the culprit, mapped to its node
+        # reporters name the broken peer; the most named peer is the culprit, mapped to its node. One
+        # reporter naming one peer says only that the connection between them broke: either end may be
+        # at fault, so nobody is named
         top, count = peers.most_common(1)[0]
-        if count >= max(1, sum(peers.values()) // 2):
+        reporters = {(m.record.source, m.record.rank, m.record.node) for m in matches if m.fields.get("peer") == top}
+        if len(reporters) < MIN_PEER_REPORTERS and len(peers) == 1:
+            pass
+        elif count >= max(1, sum(peers.values()) // 2):
             add(nodes, topo.node_ips.get(top.split("<")[0], top.split("<")[0]))
         else:
             for m in matches:
