@@ -17,7 +17,7 @@ from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
-from diagnoser.models import DecidedBy, Diagnosis, InputWarning, Role, ScanStats, SignatureMatch
+from diagnoser.models import DecidedBy, Diagnosis, Evidence, InputWarning, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
@@ -165,6 +165,8 @@ def analyse(
         verdict = verdict.model_copy(update={"notes": [*verdict.notes, (
             f"not evidence: {len(hints)} kernel-only hardware line(s) printed by the job itself "
             f"({first.source}:{first.line}); hardware evidence counts only from kernel logs")]})
+    if verdict.decided_by == DecidedBy.NONE and not verdict.evidence:
+        verdict = with_last_lines(verdict, readable)
     verdict = with_retrieval(verdict)
     if verdict.decided_by == DecidedBy.NONE:
         verdict = with_closest_vocabulary(verdict, [e.record.text for s in readable for e in s.weak][:400], runbooks)
@@ -194,6 +196,25 @@ def with_closest_vocabulary(verdict: Diagnosis, error_lines: list[str], rules: l
 
 
 SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what masking kept (paths, names)
+
+
+LAST_LINES = 8  # lines quoted when a log has no known signature and no error-looking line
+
+
+def with_last_lines(verdict: Diagnosis, readable: list[SourceResult]) -> Diagnosis:
+    """No signature and no error line: quote where the log stopped (the file that ended last), so the
+    verdict still shows its strongest evidence and the incident memory has something to compare."""
+    timed = [s for s in readable if s.last_time is not None]
+    ended_last = max(timed, key=lambda s: s.last_time) if timed else (readable[0] if readable else None)
+    if ended_last is None:
+        return verdict
+    tail = [r for r in ended_last.tail if r.text.strip()][-LAST_LINES:]
+    if not tail:
+        return verdict
+    return verdict.model_copy(update={
+        "evidence": [Evidence(source=r.source, line=r.line, text=r.text) for r in tail],
+        "root_cause": f"No known failure signature and no error lines were found; {ended_last.source} "
+                      f"ends with the lines shown"})
 
 
 def with_retrieval(verdict: Diagnosis) -> Diagnosis:

@@ -147,3 +147,31 @@ def test_a_corrected_verdict_decides_the_next_occurrence_even_over_a_rule(tmp_pa
     assert (again["category"], again["subtype"], again["action"]) == (
         "infra", "storage_gateway_unavailable", "retry_after_backoff")
     assert again["decided_by"] == "retrieval" and any("correction" in n for n in again["notes"])
+
+
+def test_a_failure_no_rule_knows_is_quoted_and_once_corrected_recognised_next_time(tmp_path, monkeypatch):
+    """A log with no known signature and no error-looking line still shows where it stopped, and a
+    person's classification of it decides the next occurrence."""
+    from diagnoser.cli import app as main_app
+
+    pytest.importorskip("chromadb")
+    store = tmp_path / "store"
+    IncidentStore.create(store, seed=False).close()
+    monkeypatch.setenv("DIAGNOSER_STORE", str(store))
+    logs = tmp_path / "job"
+    logs.mkdir()
+    line = "shardsvc: lease lost for volume vol-{n} (epoch {e}), reader exiting"
+    (logs / "rank0.log").write_text("step 10 loss 2.1\n" + line.format(n=17, e=3412) + "\n")
+    runner = CliRunner()
+    first = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
+    assert (first["category"], first["decided_by"]) == ("unknown", "none")
+    assert first["evidence"][-1]["text"] == line.format(n=17, e=3412) and "ends with" in first["root_cause"]
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps(first))
+    fixed = runner.invoke(main_app, ["incidents", "correct", str(verdict), "--by", "alice", "--category", "infra",
+                                     "--subtype", "shard_lease_lost", "--action", "retry_after_backoff", "--json"])
+    assert fixed.exit_code == 0, fixed.output
+    assert "lease lost" in json.loads(fixed.stdout)["signature"]
+    (logs / "rank0.log").write_text("step 99 loss 1.7\n" + line.format(n=93, e=9911) + "\n")
+    again = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
+    assert (again["category"], again["action"], again["decided_by"]) == ("infra", "retry_after_backoff", "retrieval")
