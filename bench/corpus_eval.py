@@ -96,6 +96,10 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
             if r["category"] != r["truth_category"] or r["family"] != r["truth_family"]:
                 print(f"  {r['id']} | {r['truth_category']}/{r['truth_family']} | {r['category']}/{r['family']} "
                       f"({r['subtype']}, {r['stage']})")
+        print("\nculprit named wrongly: id | labelled culprit | nodes named")
+        for r in rows:
+            if r["culprit_hit"] is False:
+                print(f"  {r['id']} | {r['truth_culprit']} | {', '.join(r['culprit_nodes'])}")
     return {"cases": n, "category_accuracy": cat_acc, "action_family_accuracy": act_acc, "unknown_rate": unknown,
             "stages": dict(stages), "stage_correct": {s: c for s, (c, _) in stage_acc.items()},
             "culprit_precision": precision, "culprit_named": len(named), "culprit_recall": recall,
@@ -144,7 +148,8 @@ def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict
             "truth_family": EXPECTED_FAMILY[case.expected_action], "category": verdict["category"],
             "family": OUR_FAMILY[verdict["action"]], "subtype": verdict["subtype"],
             "stage": stage_of(verdict, priorities), "rule": verdict.get("rule"),
-            "culprit_hit": culprit_hit(label, verdict),
+            "culprit_hit": culprit_hit(label, verdict), "truth_culprit": label,
+            "culprit_nodes": verdict["culprit"]["nodes"],
             "truth_culprit_in_log": bool(label) and any(tok in case.log for tok in label.split()[:1])}
 
 
