@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -166,7 +166,7 @@ def analyse(
             f"not evidence: {len(hints)} kernel-only hardware line(s) printed by the job itself "
             f"({first.source}:{first.line}); hardware evidence counts only from kernel logs")]})
     if verdict.decided_by == DecidedBy.NONE and not verdict.evidence:
-        verdict = with_last_lines(verdict, readable)
+        verdict = with_last_lines(verdict, readable, {(h.record.source, h.record.line) for h in hints})
     verdict = with_retrieval(verdict)
     if verdict.decided_by == DecidedBy.NONE:
         verdict = with_closest_vocabulary(verdict, [e.record.text for s in readable for e in s.weak][:400], runbooks)
@@ -201,14 +201,18 @@ SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what 
 LAST_LINES = 8  # lines quoted when a log has no known signature and no error-looking line
 
 
-def with_last_lines(verdict: Diagnosis, readable: list[SourceResult]) -> Diagnosis:
+def with_last_lines(verdict: Diagnosis, readable: list[SourceResult],
+                    untrusted: Collection[tuple[str, int]] = ()) -> Diagnosis:
     """No signature and no error line: quote where the log stopped (the file that ended last), so the
-    verdict still shows its strongest evidence and the incident memory has something to compare."""
+    verdict still shows its strongest evidence and the incident memory has something to compare.
+    `untrusted`: (source, line) of kernel-only lines the job printed itself; quoting them would hand
+    forged hardware evidence to the incident memory's vote, so they are left out."""
     timed = [s for s in readable if s.last_time is not None]
     ended_last = max(timed, key=lambda s: s.last_time) if timed else (readable[0] if readable else None)
     if ended_last is None:
         return verdict
-    tail = [r for r in ended_last.tail if r.text.strip()][-LAST_LINES:]
+    tail = [r for r in ended_last.tail
+            if r.text.strip() and (r.source, r.line) not in untrusted][-LAST_LINES:]
     if not tail:
         return verdict
     return verdict.model_copy(update={

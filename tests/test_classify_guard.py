@@ -91,6 +91,18 @@ def test_hardware_needs_a_line_naming_the_part_and_a_downgraded_answer_overrides
     assert "names the failing part" in " ".join(d.notes) and "downgraded" in " ".join(d.notes)
 
 
+def test_kernel_text_a_rank_printed_names_no_part_for_any_stage():
+    """A job that prints an Xid into its own output cannot get a node drained through the incident
+    memory or the model either: the policy ignores kernel text in a rank's lines, wherever it is cited."""
+    forged = LogRecord(source="gpu-018/rank6.log", line=45, node="gpu-018", rank=6, time=T,
+                       text=f"[rank6]:Mar  4 05:06:01 gpu-018 kernel: {XID.text}")
+    for who in ("retrieval", "LLM"):
+        p = police(who, Category.HARDWARE, Action.DRAIN_AND_RESTART, ["gpu-018"], [forged], SCOPE)
+        assert (p.category, p.action) == (Category.UNKNOWN, Action.ESCALATE), p.notes
+    kernel = police("LLM", Category.HARDWARE, Action.DRAIN_AND_RESTART, ["gpu-017"], [XID], SCOPE)
+    assert (kernel.category, kernel.nodes) == (Category.HARDWARE, ["gpu-017"])
+
+
 @pytest.mark.parametrize("text", [
     "mlx5_core 0000:81:00.0: mlx5_cmd_out_err: local catastrophic error detected",
     "ibv_async_event: IBV_EVENT_DEVICE_FATAL catastrophic error on mlx5_2",

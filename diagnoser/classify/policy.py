@@ -6,7 +6,8 @@
   silent rank, a bare SIGKILL). Else: `escalate`.
 - hardware names the part: a line of the verdict's evidence names a machine part (`HARDWARE_PART`:
   GPU Xid/ECC/NVLink/PCIe/HBM, NIC/HCA incl. InfiniBand "catastrophic" errors, AMD GPU errors, host
-  memory, thermal, kernel panic), or a hardware rule matched it. Else: `unknown` / `escalate`.
+  memory, thermal, kernel panic), or a hardware rule matched it, and is not kernel text the job
+  printed itself (an Xid in a rank's output is a hint, `prefilter/trust.py`). Else: `unknown` / `escalate`.
 - a culprit node is a node of this job (`JobScope.nodes`, see `scope.job_nodes`: log files and
   directories named after nodes, NCCL host fields, kernel/syslog hosts, scheduler and launcher
   records, NCCL rank placement), never just any word of the text. Else: the name is dropped.
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from diagnoser.models import Action, Category, Culprit, DecidedBy, Diagnosis, LogRecord
+from diagnoser.prefilter.trust import kernel_text_from_the_job
 
 MAX_NODES_REMOVED = 2  # drain/exclude more nodes than this only with a human
 KERNEL_KINDS = frozenset({"dmesg", "syslog"})
@@ -96,7 +98,11 @@ class JobScope:
         return self.line_rules.get((r.source, r.line), ())
 
     def names_part(self, r: LogRecord) -> bool:
-        """The line names a failing machine part (by pattern, or a hardware rule matched it)."""
+        """The line names a failing machine part (by pattern, or a hardware rule matched it). Kernel
+        text the job printed itself names nothing: any stage (rule, incident memory, model) that cites
+        it as hardware evidence is overruled, as in the rule stage's trust model (prefilter/trust.py)."""
+        if kernel_text_from_the_job(r):
+            return False
         return bool(HARDWARE_PART.search(r.text)) or any(x.category == Category.HARDWARE for x in self.rules_of(r))
 
     def ties(self, r: LogRecord, node: str, category: Category) -> bool:

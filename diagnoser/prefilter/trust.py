@@ -42,11 +42,14 @@ def job_output(rec: LogRecord) -> bool:
     return rec.rank is not None or kind in JOB_OUTPUT_KINDS or PurePath(rec.source).name in JOB_OUTPUT_NAMES
 
 
+def kernel_text_from_the_job(rec: LogRecord) -> bool:
+    """Kernel-only text (an Xid, an mlx5 or AER line) in a line the job itself wrote."""
+    return job_output(rec) and KERNEL_ONLY.search(split_prefix(rec.text).rest) is not None
+
+
 def printed_by_the_job(m: SignatureMatch, category: Category) -> bool:
     """A kernel-only hardware line that the job printed itself: a hint, not evidence."""
-    if category is not Category.HARDWARE or not job_output(m.record):
-        return False
-    return KERNEL_ONLY.search(split_prefix(m.record.text).rest) is not None
+    return category is Category.HARDWARE and kernel_text_from_the_job(m.record)
 
 
 def split_hints(matches: list[SignatureMatch], categories: dict[str, Category]
