@@ -82,6 +82,24 @@ def test_xid_bus_id_is_mapped_to_the_rank_that_used_the_gpu():
     assert (c.nodes, c.ranks, c.gpus) == (["gpu-017"], [5], ["0000:3b:00"])
 
 
+def test_a_hardware_line_names_its_gpu_by_the_drivers_device_prefix_not_the_pcie_ports():
+    """Where a signature captured no GPU, the kernel's device prefix of the GPU driver names it (and so
+    the rank on it); a PCIe root port's address is the port, not a GPU."""
+    topo = Topology(placements={3: RankPlacement(3, "gpu-017", 3, "0000:83:00", 16)})
+
+    def line(text: str) -> SignatureMatch:
+        rec = LogRecord(source="gpu-017/dmesg.log", line=1, text=text, time=T, node="gpu-017", kind="dmesg")
+        return SignatureMatch(runbook_id="hw", record=rec, role=Role.ROOT, priority=90, fields={})
+
+    amd = line("[ 1358.996458] amdgpu 0000:83:00.0: uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!")
+    assert (locate([amd], topo, hardware=True).gpus, locate([amd], topo, hardware=True).ranks) == (["0000:83:00"], [3])
+    agent = line("XID 79(GPU has fallen off the bus) detected on PCI:0000:ae:00")
+    assert locate([agent], topo, hardware=True).gpus == ["0000:ae:00"]
+    port = line("pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer")
+    assert locate([port], topo, hardware=True).gpus == []
+    assert locate([amd], topo, hardware=False).gpus == []  # only a hardware verdict names a GPU
+
+
 def test_errors_that_name_one_peer_blame_the_peer_node_not_the_reporters():
     topo = Topology(node_ips={"10.0.0.9": "gpu-009"})
     reports = [m("ib", 76, T, node=f"gpu-00{i}", rank=i, peer="10.0.0.9") for i in range(1, 5)]

@@ -7,6 +7,7 @@ rank naming one peer is not enough: the broken end of that connection could be e
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from diagnoser.collect.nccl import normalize_bus_id
@@ -15,6 +16,13 @@ from diagnoser.prefilter.matching import Topology
 
 MAX_LISTED = 64  # a culprit list longer than this is not a culprit, it is the whole job
 MIN_PEER_REPORTERS = 2  # processes that must name the same peer before it is the culprit
+# the GPU a hardware line is about, where its signature captured none: the kernel's dev_printk prefix
+# of the GPU drivers ("amdgpu 0000:83:00.0: ...", "nvidia 0000:3b:00.0: PCIe Bus Error"), NVRM's "GPU at
+# PCI:0000:3b:00" and "The NVIDIA GPU 0000:b3:00.0", and "PCI:0000:ae:00" as GPU health agents print it.
+# A PCIe port's own address ("pcieport 0000:00:01.0") is the port, never the GPU
+GPU_ADDRESS = re.compile(
+    r"(?:\b(?:amdgpu|nvidia) |\bNVRM: GPU at |\bNVIDIA GPU |\bPCI:)"
+    r"(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
 
 
 def gpu_id(raw: str) -> str:
@@ -44,6 +52,8 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         node = f.get("node") or (None if named else rec.node)
         rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
         gpu = gpu_id(f["gpu"]) if f.get("gpu") else None
+        if gpu is None and hardware and (addr := GPU_ADDRESS.search(rec.text)):
+            gpu = gpu_id(addr["bdf"])
         if rank is None and gpu and ":" in gpu:
             rank = topo.rank_of_gpu(node, gpu)
         if rank is None and f.get("pid", "").isdigit():
