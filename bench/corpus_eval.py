@@ -11,7 +11,8 @@ thread with the corpus).
 Reported side by side: category and action-family accuracy, the share decided by each stage
 (rule: a specific runbook or catalog entry; fallback: a generic class such as a bare exception,
 errno or signal; collectives: the hang/desync analysis; retrieval; none), the confusion
-matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one.
+matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one (nodes;
+and nodes or GPUs by PCI bus id).
 
     python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--show-misses] [--out DIR]
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections import Counter, defaultdict
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from accuracy import CATEGORIES, EXPECTED_FAMILY, FAMILIES, FILE_FOR_KIND, OUR_FAMILY, matrix, print_matrix  # noqa: E402
 
 from diagnoser import triage as triage_module  # noqa: E402
+from diagnoser.collect.nccl import normalize_bus_id  # noqa: E402
 from diagnoser.retrieve import api  # noqa: E402
 from diagnoser.retrieve.corpus import CorpusCase, corpus_incidents, load_corpus  # noqa: E402
 from diagnoser.triage import triage  # noqa: E402
@@ -68,6 +71,25 @@ def culprit_hit(label: str | None, verdict: dict) -> bool | None:
     return bool(label) and any(n.lower() in label.lower() for n in nodes)
 
 
+PCI_ADDRESS = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?")
+
+
+def gpu_hit(label: str | None, verdict: dict) -> bool | None:
+    """None: the verdict names no GPU by bus id, or the label names none (a label that names only the node,
+    or no culprit, cannot say which GPU); else whether the label names that same GPU."""
+    gpus = {normalize_bus_id(g) for g in verdict["culprit"]["gpus"] if ":" in g}
+    wanted = {normalize_bus_id(a) for a in PCI_ADDRESS.findall(label or "")}
+    if not gpus or not wanted:
+        return None
+    return bool(gpus & wanted)
+
+
+def any_hit(row: dict) -> bool | None:
+    """A node or a GPU named: right only when nothing named is wrong."""
+    named = [h for h in (row["culprit_hit"], row["gpu_hit"]) if h is not None]
+    return None if not named else all(named)
+
+
 def score(name: str, rows: list[dict], show_misses: bool) -> dict:
     n = len(rows)
     cat_pairs = [(r["truth_category"], r["category"]) for r in rows]
@@ -87,6 +109,12 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
     print(f"culprit nodes named in {len(named)} cases, precision "
           f"{'n/a' if precision is None else f'{precision:.1%}'}; recall on {len(labelled)} labelled "
           f"{'n/a' if recall is None else f'{recall:.1%}'}")
+    named_any = [r for r in rows if any_hit(r) is not None]
+    precision_any = sum(any_hit(r) for r in named_any) / len(named_any) if named_any else None
+    recall_any = sum(bool(any_hit(r)) for r in labelled) / len(labelled) if labelled else None
+    print(f"culprit node or GPU named in {len(named_any)} cases, precision "
+          f"{'n/a' if precision_any is None else f'{precision_any:.1%}'}; recall on {len(labelled)} labelled "
+          f"{'n/a' if recall_any is None else f'{recall_any:.1%}'}")
     cat_m, act_m = matrix(cat_pairs, CATEGORIES), matrix(act_pairs, FAMILIES)
     print_matrix("category", cat_m, CATEGORIES)
     print_matrix("action family", act_m, FAMILIES)
@@ -98,11 +126,13 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
                       f"({r['subtype']}, {r['stage']})")
         print("\nculprit named wrongly: id | labelled culprit | nodes named")
         for r in rows:
-            if r["culprit_hit"] is False:
-                print(f"  {r['id']} | {r['truth_culprit']} | {', '.join(r['culprit_nodes'])}")
+            if any_hit(r) is False:
+                print(f"  {r['id']} | {r['truth_culprit']} | {', '.join(r['culprit_nodes'] + r['culprit_gpus'])}")
     return {"cases": n, "category_accuracy": cat_acc, "action_family_accuracy": act_acc, "unknown_rate": unknown,
             "stages": dict(stages), "stage_correct": {s: c for s, (c, _) in stage_acc.items()},
             "culprit_precision": precision, "culprit_named": len(named), "culprit_recall": recall,
+            "culprit_any_precision": precision_any, "culprit_any_named": len(named_any),
+            "culprit_any_recall": recall_any,
             "category_matrix": {"labels": CATEGORIES, "matrix": cat_m},
             "action_matrix": {"labels": FAMILIES, "matrix": act_m},
             "rows": rows}
@@ -150,6 +180,7 @@ def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict
             "stage": stage_of(verdict, priorities), "rule": verdict.get("rule"),
             "culprit_hit": culprit_hit(label, verdict), "truth_culprit": label,
             "culprit_nodes": verdict["culprit"]["nodes"],
+            "gpu_hit": gpu_hit(label, verdict), "culprit_gpus": verdict["culprit"]["gpus"],
             "truth_culprit_in_log": bool(label) and any(tok in case.log for tok in label.split()[:1])}
 
 
