@@ -116,6 +116,15 @@ def test_one_rank_naming_one_peer_blames_nobody_either_end_may_be_broken():
     assert locate([*retries, second], topo).nodes == ["gpu-009"]
 
 
+def test_one_process_losing_two_peers_blames_neither():
+    """NCCL's proxy and service threads of one process report each connection they lose: two peers named
+    once each by the same process is that process's trouble as much as theirs."""
+    topo = Topology(node_ips={"10.0.0.9": "gpu-009", "10.0.0.7": "gpu-007"})
+    closed = m("socket", 76, T, node="gpu-001", peer="10.0.0.9", line=1)
+    reset = m("socket", 76, T + timedelta(seconds=1), node="gpu-001", peer="10.0.0.7", line=9)
+    assert locate([closed, reset], topo).nodes == []
+
+
 def test_rank_without_node_is_placed_by_topology():
     topo = Topology(task_nodes={12: "n3"})
     c = locate([m("oom", 66, T, rank=12)], topo)

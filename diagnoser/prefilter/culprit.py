@@ -75,12 +75,12 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             node = topo.node_of_rank(top_rank)
             nodes = [node] if node else nodes
     if peers:
-        # reporters name the broken peer; the most named peer is the culprit, mapped to its node. One
-        # reporter naming one peer says only that the connection between them broke: either end may be
-        # at fault, so nobody is named
+        # reporters name the broken peer; the most named peer is the culprit, mapped to its node. A peer
+        # only one reporter names says only that the connection between them broke: either end may be at
+        # fault, so nobody is named (one process losing several peers points at itself if at anything)
         top, count = peers.most_common(1)[0]
         reporters = {(m.record.source, m.record.rank, m.record.node) for m in matches if m.fields.get("peer") == top}
-        if len(reporters) < MIN_PEER_REPORTERS and len(peers) == 1:
+        if len(reporters) < MIN_PEER_REPORTERS:
             pass
         elif count >= max(1, sum(peers.values()) // 2):
             add(nodes, topo.node_ips.get(top.split("<")[0], top.split("<")[0]))
