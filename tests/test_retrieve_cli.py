@@ -119,29 +119,39 @@ def test_a_damaged_store_is_reported_in_one_line_with_the_recovery(fresh_cli, tm
     assert "diagnoser incidents import" in result.output
 
 
-def test_a_corrected_verdict_decides_the_next_occurrence_even_over_a_rule(tmp_path, monkeypatch):
-    """The learning loop: a person corrects a rule verdict; the same failure next time gets the
-    person's category and action, and the verdict says a correction decided it."""
-    from diagnoser.cli import app as main_app
-
+def _job_with_an_empty_memory(tmp_path, monkeypatch):
+    """A job directory, and an incident store with no seed so only this test's corrections are in it."""
     pytest.importorskip("chromadb")
     store = tmp_path / "store"
     IncidentStore.create(store, seed=False).close()
     monkeypatch.setenv("DIAGNOSER_STORE", str(store))
     logs = tmp_path / "job"
     logs.mkdir()
+    return logs
+
+
+def _alice_corrects_to_infra_retry(app, tmp_path, verdict: dict, subtype: str):
+    path = tmp_path / "verdict.json"
+    path.write_text(json.dumps(verdict))
+    fixed = CliRunner().invoke(app, ["incidents", "correct", str(path), "--by", "alice", "--category", "infra",
+                                     "--subtype", subtype, "--action", "retry_after_backoff", "--json"])
+    assert fixed.exit_code == 0, fixed.output
+    return json.loads(fixed.stdout)
+
+
+def test_a_corrected_verdict_decides_the_next_occurrence_even_over_a_rule(tmp_path, monkeypatch):
+    """The learning loop: a person corrects a rule verdict; the same failure next time gets the
+    person's category and action, and the verdict says a correction decided it."""
+    from diagnoser.cli import app as main_app
+
+    logs = _job_with_an_empty_memory(tmp_path, monkeypatch)
     # a bare exception class the generic rule calls user code; on this cluster it is the storage gateway
     line = "[rank2]: StorageGatewayError: upstream returned status 503 for shard-00{n}.tar"
     (logs / "rank2.log").write_text("step 10 loss 2.1\n" + line.format(n=17) + "\n")
     runner = CliRunner()
     first = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
     assert (first["category"], first["decided_by"]) == ("user_code", "rule")
-    verdict = tmp_path / "verdict.json"
-    verdict.write_text(json.dumps(first))
-    fixed = runner.invoke(main_app, ["incidents", "correct", str(verdict), "--by", "alice", "--category", "infra",
-                                     "--subtype", "storage_gateway_unavailable", "--action", "retry_after_backoff",
-                                     "--json"])
-    assert fixed.exit_code == 0, fixed.output
+    _alice_corrects_to_infra_retry(main_app, tmp_path, first, "storage_gateway_unavailable")
     (logs / "rank2.log").write_text("step 99 loss 1.7\n" + line.format(n=93) + "\n")  # next week, another shard
     again = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
     assert (again["category"], again["subtype"], again["action"]) == (
@@ -154,24 +164,14 @@ def test_a_failure_no_rule_knows_is_quoted_and_once_corrected_recognised_next_ti
     person's classification of it decides the next occurrence."""
     from diagnoser.cli import app as main_app
 
-    pytest.importorskip("chromadb")
-    store = tmp_path / "store"
-    IncidentStore.create(store, seed=False).close()
-    monkeypatch.setenv("DIAGNOSER_STORE", str(store))
-    logs = tmp_path / "job"
-    logs.mkdir()
+    logs = _job_with_an_empty_memory(tmp_path, monkeypatch)
     line = "shardsvc: lease lost for volume vol-{n} (epoch {e}), reader exiting"
     (logs / "rank0.log").write_text("step 10 loss 2.1\n" + line.format(n=17, e=3412) + "\n")
     runner = CliRunner()
     first = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
     assert (first["category"], first["decided_by"]) == ("unknown", "none")
     assert first["evidence"][-1]["text"] == line.format(n=17, e=3412) and "ends with" in first["root_cause"]
-    verdict = tmp_path / "verdict.json"
-    verdict.write_text(json.dumps(first))
-    fixed = runner.invoke(main_app, ["incidents", "correct", str(verdict), "--by", "alice", "--category", "infra",
-                                     "--subtype", "shard_lease_lost", "--action", "retry_after_backoff", "--json"])
-    assert fixed.exit_code == 0, fixed.output
-    assert "lease lost" in json.loads(fixed.stdout)["signature"]
+    assert "lease lost" in _alice_corrects_to_infra_retry(main_app, tmp_path, first, "shard_lease_lost")["signature"]
     (logs / "rank0.log").write_text("step 99 loss 1.7\n" + line.format(n=93, e=9911) + "\n")
     again = json.loads(runner.invoke(main_app, ["triage", str(logs), "--json"]).stdout)
     assert (again["category"], again["action"], again["decided_by"]) == ("infra", "retry_after_backoff", "retrieval")
