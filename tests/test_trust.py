@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from diagnoser.prefilter.trust import plausible_span
 from diagnoser.triage import triage
 
@@ -82,3 +84,20 @@ def test_an_xid_in_a_batch_jobs_own_output_file_is_not_evidence(tmp_path: Path) 
                                              "KeyError: 'learning_rate'\n")
     d = triage([str(tmp_path)], workers=1)
     assert d.category.value == "user_code" and any("printed by the job itself" in n for n in d.notes)
+
+
+@pytest.mark.parametrize("kernel_line", [
+    'habanalabs hl2: Received H/W interrupt 236 ["HBM_1_DERR"], reset required',
+    "NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=i-0592464924bd45322 hostname=trn1-017 nd-id=0 nc-id=0 "
+    "serial-num=19fcda00f5ff6eb9 action=TERMINATE_INSTANCE",
+])
+def test_other_accelerators_kernel_reports_count_only_from_the_kernel_log(tmp_path: Path, kernel_line: str) -> None:
+    """Gaudi's and Neuron's drivers report failed memory in the kernel log; a rank printing the same text
+    is a hint like a printed Xid."""
+    (tmp_path / "printed").mkdir()
+    (tmp_path / "kernel").mkdir()
+    printed = triage([str(_job(tmp_path / "printed", [f"[rank3]:{kernel_line}"]))], workers=1)
+    assert printed.category.value != "hardware" and any("printed by the job itself" in n for n in printed.notes)
+    kernel = triage([str(_job(tmp_path / "kernel", [KEYERROR], dmesg=[f"[Tue Mar  4 05:00:04 2026] {kernel_line}"]))],
+                    workers=1)
+    assert kernel.category.value == "hardware", kernel.root_cause

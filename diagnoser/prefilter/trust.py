@@ -24,7 +24,8 @@ from diagnoser.models import Category, LogRecord, SignatureMatch
 
 KERNEL_ONLY = re.compile(
     r"\bNVRM: |\bkernel: |\bmlx5_core\b|\bmlx5_ib\b|\bpcieport\b|\bEDAC\b|\bmce: |\[Hardware Error\]|\bAER: "
-    r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*")
+    r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*"
+    r"|\bhabanalabs hl\d+: |\bNEURON_HW_ERR=")  # Gaudi's kernel driver; the Neuron driver's dmesg report
 TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler_record", "health"})
 JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
 # a batch job's output file (slurm-<job>.out) is what the job printed; Slurm never copies kernel logs there
