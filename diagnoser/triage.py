@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +24,7 @@ from diagnoser.prefilter.demarcate import Demarcation, demarcate
 from diagnoser.prefilter.recurrence import with_recurring_gpu_fault
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
-from diagnoser.prefilter.trust import plausible_span, split_hints
+from diagnoser.prefilter.trust import kernel_text_from_the_job, plausible_span, split_hints
 from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def analyse(
             f"not evidence: {len(hints)} kernel-only hardware line(s) printed by the job itself "
             f"({first.source}:{first.line}); hardware evidence counts only from kernel logs")]})
     if verdict.decided_by == DecidedBy.NONE and not verdict.evidence:
-        verdict = with_last_lines(verdict, readable, {(h.record.source, h.record.line) for h in hints})
+        verdict = with_last_lines(verdict, readable)
     verdict = with_retrieval(verdict)
     if verdict.decided_by == DecidedBy.NONE:
         verdict = with_closest_vocabulary(verdict, [e.record.text for s in readable for e in s.weak][:400], runbooks)
@@ -201,18 +201,16 @@ SAME_SIGNATURE_SCORE = 0.95  # masked signatures this close differ only in what 
 LAST_LINES = 8  # lines quoted when a log has no known signature and no error-looking line
 
 
-def with_last_lines(verdict: Diagnosis, readable: list[SourceResult],
-                    untrusted: Collection[tuple[str, int]] = ()) -> Diagnosis:
+def with_last_lines(verdict: Diagnosis, readable: list[SourceResult]) -> Diagnosis:
     """No signature and no error line: quote where the log stopped (the file that ended last), so the
     verdict still shows its strongest evidence and the incident memory has something to compare.
-    `untrusted`: (source, line) of kernel-only lines the job printed itself; quoting them would hand
-    forged hardware evidence to the incident memory's vote, so they are left out."""
+    Kernel-only text the job printed itself is left out: quoted, it would hand forged hardware evidence
+    to the incident memory's vote."""
     timed = [s for s in readable if s.last_time is not None]
     ended_last = max(timed, key=lambda s: s.last_time) if timed else (readable[0] if readable else None)
     if ended_last is None:
         return verdict
-    tail = [r for r in ended_last.tail
-            if r.text.strip() and (r.source, r.line) not in untrusted][-LAST_LINES:]
+    tail = [r for r in ended_last.tail if r.text.strip() and not kernel_text_from_the_job(r)][-LAST_LINES:]
     if not tail:
         return verdict
     return verdict.model_copy(update={
