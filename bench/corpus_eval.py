@@ -14,7 +14,11 @@ errno or signal; collectives: the hang/desync analysis; retrieval; none), the co
 matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one (nodes;
 and nodes or GPUs by PCI bus id).
 
-    python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--show-misses] [--out DIR]
+    python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--extra DIR ...] [--show-misses] [--out DIR]
+
+`--extra DIR` scores another labelled set (same format) like the development set, with the whole
+corpus in memory: a batch of real incidents collected after the rules were written, or a site's
+own labelled failures, before they join the corpus.
 
 With matplotlib installed (`pip install -e ".[plots]"`) it also draws the four confusion matrices,
 row-normalised, into `<out>/confusion.png`.
@@ -211,6 +215,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
     parser.add_argument("--dev", type=Path, default=ROOT.parent / "shared" / "bench")
+    parser.add_argument("--extra", type=Path, action="append", default=[],
+                        help="another labelled set (directory of *.jsonl), scored with the whole corpus in memory")
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
@@ -230,11 +236,19 @@ def main() -> int:
         by_repo[case.source_repo].append(case)
     memories = {repo: corpus_incidents([c for c in corpus if c.source_repo != repo]) for repo in by_repo}
     results = {}
+    full = corpus_incidents(corpus)
     dev = load_corpus(args.dev, require_repo=False) if args.dev.is_dir() else []
     if dev:
-        full = corpus_incidents(corpus)
         results["development set"] = score("development set (whole corpus in memory)",
                                            run(dev, lambda c: full, priorities, "dev set", False), args.show_misses)
+    for extra in args.extra:
+        cases = load_corpus(extra, require_repo=False)
+        shared = {c.source_url for c in cases} & {c.source_url for c in corpus}
+        if shared:  # a thread already in memory would be scored on its own label
+            print(f"{extra}: {len(shared)} cases share a thread with the corpus and are left out", file=sys.stderr)
+            cases = [c for c in cases if c.source_url not in shared]
+        results[extra.name] = score(f"{extra} (whole corpus in memory)",
+                                    run(cases, lambda c: full, priorities, extra.name, False), args.show_misses)
     results["corpus LORO"] = score(f"corpus, leave-one-repo-out ({len(by_repo)} repositories)",
                                    run(corpus, lambda c: memories[c.source_repo], priorities, "corpus", True),
                                    args.show_misses)
