@@ -247,6 +247,9 @@ def main() -> int:
         if shared:  # a thread already in memory would be scored on its own label
             print(f"{extra}: {len(shared)} cases share a thread with the corpus and are left out", file=sys.stderr)
             cases = [c for c in cases if c.source_url not in shared]
+        if not cases:
+            print(f"{extra}: no case left to score", file=sys.stderr)
+            continue
         results[extra.name] = score(f"{extra} (whole corpus in memory)",
                                     run(cases, lambda c: full, priorities, extra.name, False), args.show_misses)
     results["corpus LORO"] = score(f"corpus, leave-one-repo-out ({len(by_repo)} repositories)",
