@@ -257,12 +257,13 @@ def with_retrieval(verdict: Diagnosis) -> Diagnosis:
 def person_corrected(evidence_text: str, near: list) -> Incident | None:
     """A corrected incident with this very failure signature: a person's verdict beats any rule's."""
     from diagnoser.retrieve.incident import Status
-    from diagnoser.retrieve.signature import fingerprint, signature_text
+    from diagnoser.retrieve.signature import same_failure_key, signature_text
 
     signature = signature_text(evidence_text)
-    mine = fingerprint(signature) if signature else None
+    mine = same_failure_key(signature) if signature else None
     for inc, score in near:
-        if inc.status is Status.CORRECTED and (inc.fingerprint == mine or score >= SAME_SIGNATURE_SCORE):
+        same = same_failure_key(inc.signature) == mine or score >= SAME_SIGNATURE_SCORE
+        if inc.status is Status.CORRECTED and same:
             return inc
     return None
 

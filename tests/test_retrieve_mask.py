@@ -4,7 +4,14 @@ import pytest
 
 from diagnoser.retrieve.lexical import LexicalIndex
 from diagnoser.retrieve.mask import mask_text
-from diagnoser.retrieve.signature import fingerprint, is_salient, signature_lines, signature_text, tokens
+from diagnoser.retrieve.signature import (
+    fingerprint,
+    is_salient,
+    same_failure_key,
+    signature_lines,
+    signature_text,
+    tokens,
+)
 
 
 @pytest.mark.parametrize(("raw", "masked"), [
@@ -57,10 +64,35 @@ def test_signature_keeps_error_lines_once_and_drops_noise():
            for r in range(8)]
         + ["[rank5]: RuntimeError: CUDA error: an illegal memory access was encountered"])
     lines = signature_lines(text)
-    assert lines == ["[rank<RANK>]:[E ProcessGroupNCCL.cpp:<NUM>] [Rank <RANK>] Watchdog caught collective operation "
-                     "timeout", "[rank<RANK>]: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    assert lines == ["[E ProcessGroupNCCL.cpp:<NUM>] [Rank <RANK>] Watchdog caught collective operation timeout",
+                     "RuntimeError: CUDA error: an illegal memory access was encountered"]
     assert signature_text("step 1 ok\nstep 2 ok") == "step <NUM> ok"  # no error line: keep what there is
     assert signature_text("") == ""
+
+
+@pytest.mark.parametrize("prefixed", [
+    "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "[default3]:[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "(RayTrainWorker pid=4242, ip=10.1.2.3) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "  3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "2026-03-04T05:06:01.123456789Z [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+    "trainer-1  | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+])
+def test_a_launcher_prefix_does_not_change_the_signature(prefixed):
+    """Where a line came from (rank, Ray worker, srun task, collector time) is not what failed: the same
+    failure under any launcher signs alike, so the memory's neighbours do not move with the launcher."""
+    bare = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+    assert signature_text(prefixed) == signature_text(bare)
+
+
+def test_a_correction_signed_with_prefixes_by_an_older_version_keeps_its_key():
+    old = ("[rank<RANK>]: StorageGatewayError: upstream returned status <NUM> for <HOST>\n"
+           "(RayTrainWorker pid=<NUM>, ip=<IP>) reader exited")
+    new = signature_text("[rank2]: StorageGatewayError: upstream returned status 503 for shard-0017.tar\n"
+                         "(RayTrainWorker pid=4242, ip=10.1.2.3) reader exited")
+    assert "rank" not in new and same_failure_key(old) == same_failure_key(new)
+    other = signature_text("StorageGatewayError: upstream returned status 404")
+    assert same_failure_key(old) != same_failure_key(other)
 
 
 def test_signature_is_bounded_and_keeps_first_and_last_lines():

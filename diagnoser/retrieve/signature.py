@@ -14,6 +14,7 @@ import re
 from functools import lru_cache
 
 from diagnoser.classify.redact import redact
+from diagnoser.collect.prefixes import split_prefix, without_stamp
 from diagnoser.retrieve.mask import mask_line
 
 MAX_LINES = 40
@@ -52,6 +53,22 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _DROP = frozenset({"<num>", "<time>"})
 
 
+def _body(line: str) -> str:
+    """The line without a collector's receive time and the launcher prefixes in front of it.
+
+    `[rank3]:`, `(RayTrainWorker pid=.., ip=..)`, `3: ` say where a line came from, not what failed:
+    left in, they make a Ray job's failure look like every other Ray incident. Two rounds, since
+    wrappers stack (`[default3]:[rank3]:`).
+    """
+    line = without_stamp(line.strip())
+    for _ in range(2):
+        rest = split_prefix(line).rest
+        if rest == line:
+            break
+        line = rest.strip()
+    return line.strip()
+
+
 def signature_lines(text: str, max_lines: int = MAX_LINES) -> list[str]:
     """The masked, unique lines of `text`; only the salient ones if there are any.
 
@@ -59,7 +76,7 @@ def signature_lines(text: str, max_lines: int = MAX_LINES) -> list[str]:
     go first, then the non-salient lines if any line is salient; at most `MAX_SCAN` lines are
     masked, half from the start and half from the end.
     """
-    raw = list(dict.fromkeys(ln.strip()[: 4 * MAX_LINE_CHARS] for ln in text.splitlines()))
+    raw = list(dict.fromkeys(_body(ln)[: 4 * MAX_LINE_CHARS] for ln in text.splitlines()))
     raw = [ln for ln in raw if ln]
     salient = [ln for ln in raw if is_salient(ln)]
     pick = salient or raw
@@ -75,6 +92,20 @@ def signature_lines(text: str, max_lines: int = MAX_LINES) -> list[str]:
 def signature_text(text: str, max_lines: int = MAX_LINES) -> str:
     """The failure signature of `text` (see the module docstring), lines joined by newlines."""
     return "\n".join(signature_lines(text, max_lines))
+
+
+# Launcher prefixes as masking leaves them, in signatures stored before prefixes were stripped.
+_MASKED_PREFIX = re.compile(r"^(?:<TIME> |\[(?:rank|default|worker|trainer)<RANK>\]: ?|<NUM>: |\[std(?:err|out)\] ?"
+                            r"|\((?:[\w.<>:-]+ )?pid=<NUM>(?:, ip=<IP>)?\) ?)+", re.MULTILINE)
+
+
+def same_failure_key(signature: str) -> str:
+    """The fingerprint of a stored signature with any masked launcher prefix removed.
+
+    A person's correction recorded on `[rank<RANK>]: ...` lines by an older diagnoser still matches
+    the same failure signed without them.
+    """
+    return fingerprint("\n".join(dict.fromkeys(_MASKED_PREFIX.sub("", signature).splitlines())))
 
 
 def fingerprint(signature: str) -> str:
