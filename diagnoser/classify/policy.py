@@ -56,7 +56,7 @@ HARDWARE_PART = re.compile(
     r"amdgpu|\bXGMI\b|\bRAS\b|GPU reset|HW Exception by GPU|ring \w+ timeout|GPU hang|\bhsa\b.{0,40}hardware"  # AMD
 )
 COLLATERAL = re.compile(
-    r"(?i)Watchdog caught collective|Timed out waiting|timed out after|communicator (?:was )?aborted|"
+    r"(?i)caught collective operation timeout|Timed out waiting|timed out after|communicator (?:was )?aborted|"
     r"Some NCCL operations have failed|taking the entire process down|closing signal|ChildFailedError|"
     r"Connection closed by peer|remote worker crashing|SIGTERM|CANCELLED AT"
 )
