@@ -138,7 +138,9 @@ def test_patterns_anchored_at_line_end_match_crlf_logs(matcher):
 
 
 @pytest.mark.parametrize("prefix", ["", "3: ", "[rank3]: ", "(RayTrainWorker pid=4242, ip=10.1.2.3) ", "trainer-1  | ",
-                                    "2025-03-04T05:06:07.123456789Z "])
+                                    "2025-03-04T05:06:07.123456789Z ",
+                                    # wrappers stack: srun --label around a job that tags its ranks, Ray around srun
+                                    "  3: [rank3]: ", "(RayTrainWorker pid=4242, ip=10.1.2.3) 0: "])
 def test_line_start_anchors_hold_behind_launcher_prefixes(prefix):
     # a pattern anchored at the line start still finds its line when a launcher prefixes every line
     from diagnoser.prefilter.matching import PatternTable, confirm

@@ -64,3 +64,18 @@ def without_stamp(line: str) -> str:
     """The line without a collector's leading RFC 3339 receive time (`kubectl logs --timestamps`)."""
     m = _COLLECTOR_STAMP.match(line)
     return line[m.end():] if m else line
+
+
+def body_of(line: str) -> str:
+    """The line without a collector's receive time and up to two stacked launcher prefixes.
+
+    Wrappers stack (`srun --label` around a job that already tags `[rank3]:`, a Ray worker's prefix
+    around torchrun's): what is left is what the program itself printed.
+    """
+    line = without_stamp(line)
+    for _ in range(2):
+        rest = split_prefix(line).rest
+        if rest == line:
+            break
+        line = rest
+    return line

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from diagnoser.collect import nccl, slurm
-from diagnoser.collect.prefixes import split_prefix, without_stamp
+from diagnoser.collect.prefixes import body_of, split_prefix
 from diagnoser.collect.scanner import Event
 from diagnoser.collect.text import visible_segments
 from diagnoser.models import SignatureMatch
@@ -97,7 +97,7 @@ class Topology:
 def _extract(book: Runbook, text: str) -> dict[str, str] | None:
     """Named groups of the first signature that matches any visible segment of the line."""
     for segment in visible_segments(text):
-        body = split_prefix(without_stamp(segment)).rest
+        body = body_of(segment)
         for regex in book.compiled:
             m = regex.search(body) or regex.search(segment)
             if m:

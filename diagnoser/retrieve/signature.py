@@ -14,7 +14,7 @@ import re
 from functools import lru_cache
 
 from diagnoser.classify.redact import redact
-from diagnoser.collect.prefixes import split_prefix, without_stamp
+from diagnoser.collect.prefixes import body_of
 from diagnoser.retrieve.mask import mask_line
 
 MAX_LINES = 40
@@ -54,19 +54,10 @@ _DROP = frozenset({"<num>", "<time>"})
 
 
 def _body(line: str) -> str:
-    """The line without a collector's receive time and the launcher prefixes in front of it.
-
-    `[rank3]:`, `(RayTrainWorker pid=.., ip=..)`, `3: ` say where a line came from, not what failed:
-    left in, they make a Ray job's failure look like every other Ray incident. Two rounds, since
-    wrappers stack (`[default3]:[rank3]:`).
-    """
-    line = without_stamp(line.strip())
-    for _ in range(2):
-        rest = split_prefix(line).rest
-        if rest == line:
-            break
-        line = rest.strip()
-    return line.strip()
+    """The line as the program printed it: `[rank3]:`, `(RayTrainWorker pid=.., ip=..)`, `3: ` say where
+    a line came from, not what failed; left in, they make a Ray job's failure look like every other Ray
+    incident."""
+    return body_of(line.strip()).strip()
 
 
 def signature_lines(text: str, max_lines: int = MAX_LINES) -> list[str]:
