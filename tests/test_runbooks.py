@@ -113,3 +113,20 @@ def test_each_root_runbook_decides_a_job_where_it_is_the_only_failure(book, tmp_
     assert d.subtype == book.subtype, (book.id, d.root_cause)
     assert (d.category, d.action) == (book.category, book.action)
     assert d.runbook == book.path
+
+
+def test_shared_memory_exhaustion_names_no_node(tmp_path):
+    """/dev/shm is sized per container: a too-small shm is the job's container set-up, not the node's fault.
+    NCCL's posix_fallocate failure (it sizes its /dev/shm segments with it) is that class, not a full disk."""
+    from diagnoser.triage import triage
+
+    (tmp_path / "gpu-044").mkdir()
+    (tmp_path / "gpu-044" / "rank6.log").write_text(
+        "step 10 loss 2.1\n"
+        "gpu-044:81231:81231 [6] NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+        "[rank6]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.20.5\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "shm_exhausted", "escalate")
+    assert d.culprit.nodes == [] and "gpu-044" in d.root_cause  # where it happened is still said
