@@ -262,8 +262,9 @@ def person_corrected(evidence_text: str, near: list) -> Incident | None:
     signature = signature_text(evidence_text)
     mine = same_failure_key(signature) if signature else None
     for inc, score in near:
-        same = same_failure_key(inc.signature) == mine or score >= SAME_SIGNATURE_SCORE
-        if inc.status is Status.CORRECTED and same:
+        if inc.status is not Status.CORRECTED:
+            continue  # only a person's correction decides; the key is not worth computing for the rest
+        if score >= SAME_SIGNATURE_SCORE or same_failure_key(inc.signature) == mine:
             return inc
     return None
 
