@@ -119,3 +119,28 @@ def test_a_changed_table_is_read_again_not_served_from_the_cache(tmp_path: Path,
     table.write_text(body.format(title="second version", pattern="beta failed"))
     [rule] = load_catalog_rules(books, tables)
     assert rule.title == "second version" and rule.compiled[0].search("beta failed")
+
+
+def test_a_named_prefix_is_expanded_in_every_pattern_that_uses_it(tmp_path: Path, monkeypatch):
+    """A fragment many entries share (how printers introduce an error string) is written once."""
+    monkeypatch.setenv("DIAGNOSER_CACHE", str(tmp_path / "cache"))
+    tables = tmp_path / "catalog"
+    tables.mkdir()
+    (tables / "t.yaml").write_text(
+        "id: t\ntitle: t\nsource: 'a vendor document, https://example.org/doc'\nkind: phrases\n"
+        "prefixes: {err: '(?:CUDA error|cuda runtime error \\(\\d{1,4}\\) )'}\n"
+        "entries:\n  - {title: one, category: user_code, subtype: s, action: stop_and_notify, priority: 20,"
+        " confidence: 0.5, patterns: ['{prefix:err}: ?invalid argument'],"
+        " examples: ['RuntimeError: cuda runtime error (1) : invalid argument at THCGeneral.cpp:12']}\n")
+    [rule] = load_catalog_rules(load_runbooks(catalogs=False), tables)
+    assert rule.compiled[0].search("RuntimeError: CUDA error: invalid argument")
+    assert rule.compiled[0].search("RuntimeError: cuda runtime error (1) : invalid argument at THCGeneral.cpp:12")
+    assert not rule.compiled[0].search("ValueError: invalid argument")
+
+
+def test_a_pattern_naming_an_undefined_prefix_is_refused(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: x\ntitle: t\nsource: 'somewhere, 2025'\nkind: phrases\n"
+                   "entries: [{title: one, patterns: ['{prefix:nope} failed']}]\n")
+    with pytest.raises(RunbookError, match="undefined prefixes"):
+        parse_catalog(bad)

@@ -40,6 +40,7 @@ from diagnoser.prefilter.runbooks import Examples, Runbook, RunbookError
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "catalog"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SLUG = re.compile(r"[^a-z0-9]+")
+_PREFIX_TOKEN = re.compile(r"\{prefix:(\w+)\}")
 
 
 class Entry(BaseModel):
@@ -78,6 +79,9 @@ class Catalog(BaseModel):
     source: str = Field(min_length=10)
     kind: str = Field(pattern="^(keyed|phrases)$")
     template: str | None = None
+    # named regex fragments many entries share (how printers introduce a code); a pattern says
+    # `{prefix:NAME}` (a quantifier is never `{prefix`, so str.format-style braces stay free)
+    prefixes: dict[str, str] = Field(default_factory=dict)
     extractors: dict[str, str] = Field(default_factory=dict)
     summary: str = ""  # format string; {title} and the match's named groups are filled in
     defaults: dict = Field(default_factory=dict)
@@ -95,6 +99,10 @@ class Catalog(BaseModel):
             missing = [e.title for e in self.entries if not e.patterns]
             if missing:
                 raise ValueError(f"phrase entries without patterns: {missing[:3]}")
+        used = {name for e in self.entries for p in [*e.patterns, self.template or ""]
+                for name in _PREFIX_TOKEN.findall(p)}
+        if used - set(self.prefixes):
+            raise ValueError(f"patterns use undefined prefixes: {sorted(used - set(self.prefixes))}")
         return self
 
 
@@ -105,9 +113,11 @@ def _entry_id(catalog: Catalog, entry: Entry) -> str:
 
 def _signatures(catalog: Catalog, entry: Entry) -> list[str]:
     if catalog.kind == "phrases":
-        return list(entry.patterns)
-    assert catalog.template is not None and entry.key is not None
-    return [catalog.template.replace("{key}", re.escape(entry.key)), *entry.patterns]
+        patterns = list(entry.patterns)
+    else:
+        assert catalog.template is not None and entry.key is not None
+        patterns = [catalog.template.replace("{key}", re.escape(entry.key)), *entry.patterns]
+    return [_PREFIX_TOKEN.sub(lambda m: catalog.prefixes[m.group(1)], p) for p in patterns]
 
 
 def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: dict[str, str]) -> Runbook:
@@ -152,7 +162,7 @@ def parse_catalog(path: Path) -> Catalog:
         raise RunbookError(f"{path}: {exc}") from exc
 
 
-CACHE_FORMAT = "catalog-rules-1"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
+CACHE_FORMAT = "catalog-rules-2"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
 
 
 def _stats(directory: Path) -> tuple[tuple[str, int, int], ...]:
