@@ -130,3 +130,28 @@ def test_shared_memory_exhaustion_names_no_node(tmp_path):
     d = triage([str(tmp_path)], workers=1)
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "shm_exhausted", "escalate")
     assert d.culprit.nodes == [] and "gpu-044" in d.root_cause  # where it happened is still said
+
+
+def test_a_bus_error_names_no_node(tmp_path):
+    """SIGBUS in a training job is a too-small /dev/shm or a truncated mmap'd file (the job's container and
+    data); a bad DIMM shows as EDAC/MCE lines. torchrun's summary names the container's hostname: not a culprit."""
+    from diagnoser.triage import triage
+
+    (tmp_path / "stderr.log").write_text(
+        "Epoch 3/10 step 900 loss 1.92\n"
+        "[32a68c302449:2121 :0:7025] Caught signal 7 (Bus error: nonexistent physical address)\n"
+        "==== backtrace (tid:   7025) ====\n"
+        " 0 0x0000000000043090 killpg()  ???:0\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "train.py FAILED\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2025-04-14_06:35:35\n"
+        "  host      : 32a68c302449\n"
+        "  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : -7 (pid: 3111)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 7 (SIGBUS) received by PID 3111\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert (d.category.value, d.subtype) == ("infra", "sigbus")
+    assert d.culprit.nodes == []
