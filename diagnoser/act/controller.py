@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from diagnoser.act import attempts as att
@@ -29,16 +29,15 @@ from diagnoser.act.events import (
     AttemptFinished,
     AuditEvent,
     AuditWriter,
-    CheckpointSaved,
     FailureDetected,
     FailureHow,
-    Progress,
     RunStarted,
     read_audit,
 )
 from diagnoser.act.executors import Executor, Handle, LocalExecutor
 from diagnoser.act.hooks import TriageFn, default_notifier, default_triage
 from diagnoser.act.launchers import nproc
+from diagnoser.act.observers import ObserversMixin
 from diagnoser.act.policy import Mode
 from diagnoser.act.runstate import AttemptState, RunLayout, RunLock, RunState, fold, load_state
 from diagnoser.act.stacks import collect_stacks
@@ -47,7 +46,6 @@ from diagnoser.act.supervise import Ending, Observer, Outcome, Watch, WatchConfi
 from diagnoser.models import Diagnosis
 
 log = logging.getLogger(__name__)
-RECORD_EVERY_S = 5.0
 _ATTEMPT_DIR = re.compile(r"(?:run\d+-)?attempt-\d{3,}")
 
 
@@ -75,7 +73,7 @@ class RunResult:
     audit: Path
 
 
-class Controller(StepsMixin):
+class Controller(StepsMixin, ObserversMixin):
     """Supervises one job run (see the module docstring). `run()` returns when the run finished."""
 
     def __init__(self, config: RunConfig, command: list[str] | tuple[str, ...], executor: Executor | None = None,
@@ -278,6 +276,11 @@ class Controller(StepsMixin):
         log.warning("diagnoser: %s", line)
         self._set(self.status.phase, line)
 
+    def _watch_config(self) -> WatchConfig:
+        cfg = self.config
+        return WatchConfig(cfg.hang_timeout_s, cfg.startup_timeout_s, cfg.failure_grace_s, cfg.poll_s,
+                           cfg.progress_patterns, cfg.max_rank_log_bytes, cfg.max_raw_bytes)
+
     def _supervise(self, a: AttemptState) -> None:
         d = self._attempt_dir(a.n)
         reattached = a.n not in self.handles
@@ -289,8 +292,7 @@ class Controller(StepsMixin):
             self._emit(AttemptFinished(time=self.clock.now(), attempt=a.n, status="failed"))
             return
         cfg = self.config
-        wcfg = WatchConfig(cfg.hang_timeout_s, cfg.startup_timeout_s, cfg.failure_grace_s, cfg.poll_s,
-                           cfg.progress_patterns, cfg.max_rank_log_bytes, cfg.max_raw_bytes)
+        wcfg = self._watch_config()
         self._progress_written = None
         self._pending_progress = None
         started = a.started.time
@@ -342,9 +344,7 @@ class Controller(StepsMixin):
         if handle is not None and not handle.ended():
             d = self._attempt_dir(a.n)
             cfg = self.config
-            wcfg = WatchConfig(cfg.hang_timeout_s, cfg.startup_timeout_s, cfg.failure_grace_s, cfg.poll_s,
-                               cfg.progress_patterns, cfg.max_rank_log_bytes, cfg.max_raw_bytes)
-            self.watch = Watch(handle, self.layout.console(d), self.layout.logs(d), wcfg, self.clock,
+            self.watch = Watch(handle, self.layout.console(d), self.layout.logs(d), self._watch_config(), self.clock,
                                Observer(on_progress=self._on_progress, on_tick=self._on_tick),
                                self.executor.rank_offset(self.launch.template))
             if self.stop_reason:
@@ -397,55 +397,3 @@ class Controller(StepsMixin):
         self._emit(FailureDetected(time=outcome.at, attempt=a.n, how=how, exit_code=outcome.exit_code,
                                    last_progress_time=last_at, last_step=outcome.last_step))
         self._set("failed", outcome.reason)
-
-    def _on_progress(self, step: int, at: datetime) -> None:
-        self.status.step, self.status.last_progress_at = step, at
-        a = self.state.last
-        if a is not None:
-            a.last_step = step
-        every = self.config.progress_every_s
-        if self._progress_written is None or (at - self._progress_written).total_seconds() >= every:
-            self._emit(Progress(time=at, step=step, attempt=a.n if a else None))
-            self._progress_written = at
-            self._pending_progress = None
-        else:
-            self._pending_progress = (step, at)
-
-    def _flush_progress(self, attempt: int) -> None:
-        if self._pending_progress is not None:
-            step, at = self._pending_progress
-            self._emit(Progress(time=at, step=step, attempt=attempt))
-            self._progress_written, self._pending_progress = at, None
-
-    def _on_tick(self) -> None:
-        now = self.clock.monotonic()
-        if now >= self._next_ckpt_poll:
-            self._next_ckpt_poll = now + self.config.checkpoint_poll_s
-            self._poll_checkpoints()
-        if now >= self._next_record:  # keep the re-attach record's process list fresh
-            self._next_record = now + RECORD_EVERY_S
-            self._save_handle_record()
-        self.listener(self.status)
-
-    def _save_handle_record(self) -> None:
-        a = self.state.last
-        handle = self.handles.get(a.n) if a else None
-        if a is None or handle is None:
-            return
-        path = self.layout.launcher_record(self._attempt_dir(a.n))
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return
-        if record.get("handle") != handle.record():
-            write_json(path, {**record, "handle": handle.record()})
-
-    def _poll_checkpoints(self, final: bool = False) -> None:
-        if self._ckpt is None:
-            return
-        # at the end, one synchronous look: a checkpoint written just before the end is logged too
-        found = self._ckpt.final() if final else self._ckpt.poll()
-        a = self.state.last
-        for c in sorted(found, key=lambda c: c.step):
-            self._emit(CheckpointSaved(time=datetime.fromtimestamp(c.mtime, UTC), step=c.step, path=str(c.path),
-                                       attempt=a.n if a else None))
