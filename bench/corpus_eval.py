@@ -67,15 +67,18 @@ def predict(log: str, log_kind: str) -> dict:
         return triage([tmp], workers=1).to_json_dict()
 
 
+PCI_ADDRESS = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?")
+
+
 def culprit_hit(label: str | None, verdict: dict) -> bool | None:
-    """None: the verdict names no node; else whether the labelled culprit mentions a named node."""
+    """None: the verdict names no node, or the label names only a GPU by bus id (it cannot say which
+    node, as a node-only label cannot say which GPU); else whether the labelled culprit mentions a named node."""
     nodes = verdict["culprit"]["nodes"]
     if not nodes:
         return None
+    if label and not PCI_ADDRESS.sub("", label).strip(" ,;/()"):
+        return None
     return bool(label) and any(n.lower() in label.lower() for n in nodes)
-
-
-PCI_ADDRESS = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?")
 
 
 def gpu_hit(label: str | None, verdict: dict) -> bool | None:
