@@ -132,6 +132,19 @@ def test_shared_memory_exhaustion_names_no_node(tmp_path):
     assert d.culprit.nodes == [] and "gpu-044" in d.root_cause  # where it happened is still said
 
 
+def test_a_docker_container_hostname_is_not_a_culprit_node(tmp_path):
+    """A container's default hostname is its id: nothing a scheduler can drain or exclude."""
+    from diagnoser.triage import triage
+
+    (tmp_path / "stderr.log").write_text(
+        "bd73ab638b22:412:412 [0] NCCL INFO cudaDriverVersion 12040\n"
+        "bd73ab638b22:412:430 [0] init.cc:1626 NCCL WARN Cuda failure 999 'unknown error'\n"
+        "[rank0]: RuntimeError: CUDA error: unknown error\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.category.value in ("hardware", "infra")
+    assert d.culprit.nodes == []
+
+
 def test_a_bus_error_names_no_node(tmp_path):
     """SIGBUS in a training job is a too-small /dev/shm or a truncated mmap'd file (the job's container and
     data); a bad DIMM shows as EDAC/MCE lines. torchrun's summary names the container's hostname: not a culprit."""
