@@ -16,9 +16,6 @@ from diagnoser.prefilter.matching import Topology
 
 MAX_LISTED = 64  # a culprit list longer than this is not a culprit, it is the whole job
 MIN_PEER_REPORTERS = 2  # processes that must name the same peer before it is the culprit
-# Docker names a container's host after the first 12 hex digits of its id: a container, not a machine
-# the scheduler can drain or exclude (where the job ran is still said in the root cause)
-CONTAINER_HOSTNAME = re.compile(r"[0-9a-f]{12}")
 # the GPU a hardware line is about, where its signature captured none: the kernel's dev_printk prefix
 # of the GPU drivers ("amdgpu 0000:83:00.0: ...", "nvidia 0000:3b:00.0: PCIe Bus Error"), NVRM's "GPU at
 # PCI:0000:3b:00" and "The NVIDIA GPU 0000:b3:00.0", and "PCI:0000:ae:00" as GPU health agents print it.
@@ -91,5 +88,4 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             for m in matches:
                 add(nodes, m.fields.get("node") or m.record.node)
         ranks = []  # the reporting ranks are victims, not culprits
-    nodes = [n for n in nodes if not CONTAINER_HOSTNAME.fullmatch(n)]
     return Culprit(nodes=nodes[:MAX_LISTED], ranks=sorted(ranks)[:MAX_LISTED], gpus=gpus[:MAX_LISTED])

@@ -31,6 +31,9 @@ from diagnoser.prefilter.matching import Topology
 from diagnoser.prefilter.runbooks import Runbook
 
 MAX_EVIDENCE = 8
+# Docker names a container's host after the first 12 hex digits of its id: a container, not a machine
+# the scheduler can drain or exclude (where the job ran is still said in the root cause)
+CONTAINER_HOSTNAME = re.compile(r"[0-9a-f]{12}")
 CLOSE_PRIORITY = 5  # a competitor this close in priority lowers confidence
 
 
@@ -101,12 +104,13 @@ def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str
 def scoped(culprit: Culprit, scope: str) -> Culprit:
     """Name only what the failure can be attributed to: nothing narrower than the job for a job-wide
     or external failure (preemption, DNS, a cancellation, NaN loss); the rank, never its node, for the
-    job's own code (the node did nothing wrong, and a node named as culprit invites a node action)."""
+    job's own code (the node did nothing wrong, and a node named as culprit invites a node action); never a
+    container's default hostname. Rule and collective-analysis verdicts both pass here."""
     if scope == "job":
         return Culprit()
     if scope == "rank":
         return culprit.model_copy(update={"nodes": []})
-    return culprit
+    return culprit.model_copy(update={"nodes": [n for n in culprit.nodes if not CONTAINER_HOSTNAME.fullmatch(n)]})
 
 
 def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file_counts: Counter[str],
