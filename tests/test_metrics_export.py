@@ -110,11 +110,13 @@ def test_a_busy_metrics_port_is_a_one_line_error_before_the_job_starts(tmp_path:
 
 def test_run_takes_the_metrics_port_from_the_settings_file_when_enabled(tmp_path, monkeypatch) -> None:
     from diagnoser.act.cli import _metrics_port
+    from diagnoser.act.config import build_settings
 
     monkeypatch.delenv("DIAGNOSER_CONFIG", raising=False)
     on, off = tmp_path / "on.toml", tmp_path / "off.toml"
     on.write_text("[metrics]\nenabled = true\nport = 9555\n")
     off.write_text("[metrics]\nport = 9555\n")
-    assert _metrics_port(None, on) == 9555
-    assert _metrics_port(None, off) is None  # a port alone does not turn the endpoint on
-    assert _metrics_port(9600, on) == 9600  # the option wins
+    on_settings, off_settings = build_settings(on).metrics, build_settings(off).metrics
+    assert _metrics_port(None, on_settings) == 9555
+    assert _metrics_port(None, off_settings) is None  # a port alone does not turn the endpoint on
+    assert _metrics_port(9600, on_settings) == 9600  # the option wins

@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,13 +21,16 @@ from rich.live import Live
 
 from diagnoser.act.approval import REQUEST_FILE, NotAnApprover, respond
 from diagnoser.act.checkpoints import CheckpointStore
-from diagnoser.act.config import ConfigError, RunConfig, build_config
+from diagnoser.act.config import ConfigError, RunConfig, build_settings
 from diagnoser.act.controller import Controller, ControllerError, RunResult
 from diagnoser.act.policy import FALLBACK, Mode
 from diagnoser.act.runstate import LockedError
 from diagnoser.act.summary import StatusLine, render_summary, summarize
 from diagnoser.metrics.cli import parse_duration
 from diagnoser.models import Action, Category
+
+if TYPE_CHECKING:
+    from diagnoser.settings import MetricsSettings
 
 EXIT_UNUSABLE = 2
 EXIT_INTERRUPTED = 130
@@ -124,10 +127,11 @@ def run_command(
                "collect": tuple(collect) if collect else None, "runbooks": runbooks, "tee": tee,
                "notify_command": notify, "slack": slack, "bot_config": bot_config}
     try:
-        cfg = build_config(config, options, policy)
+        settings = build_settings(config, options, policy)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
         return
+    cfg = settings.run
     err = Console(stderr=True)
     ckpt = cfg.checkpoint_dir
     if ckpt is not None and not ckpt.is_dir():
@@ -136,7 +140,7 @@ def run_command(
                   "step 0 unless the job creates it", highlight=False, soft_wrap=True)
     hooks = _slack(cfg) if cfg.slack else None
     controller = Controller(cfg, command, approver=hooks.approver if hooks else None,
-                            on_event=_metrics(_metrics_port(metrics_port, config), metrics_host,
+                            on_event=_metrics(_metrics_port(metrics_port, settings.metrics), metrics_host,
                                               cfg.job_id or Path(cfg.run_dir).name, err))
     if controller.prepare_note:
         err.print(f"[yellow]diagnoser:[/] {controller.prepare_note}")
@@ -160,17 +164,10 @@ def run_command(
         raise typer.Exit(EXIT_INTERRUPTED if result.reason.startswith("interrupted") else 1)
 
 
-def _metrics_port(given: int | None, config: Path | None) -> int | None:
+def _metrics_port(given: int | None, metrics: MetricsSettings) -> int | None:
     """--metrics-port, else the settings' `[metrics] port` when `[metrics] enabled = true`."""
     if given is not None:
         return given
-    from diagnoser.settings import load_settings
-
-    try:
-        metrics = load_settings(config, legacy="run").settings.metrics
-    except ConfigError as exc:
-        _fail(str(exc))
-        raise
     return metrics.port if metrics.enabled else None
 
 

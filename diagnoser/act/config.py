@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +31,10 @@ from diagnoser.act.policy import Policy
 from diagnoser.durations import Seconds
 from diagnoser.errors import ConfigError
 
-__all__ = ["ConfigError", "RunConfig", "build_config"]
+if TYPE_CHECKING:  # settings imports this module (RunConfig is its [run] section)
+    from diagnoser.settings import Settings
+
+__all__ = ["ConfigError", "RunConfig", "build_config", "build_settings"]
 
 
 class RunConfig(BaseModel):
@@ -71,10 +74,16 @@ class RunConfig(BaseModel):
 def build_config(file: Path | None = None, overrides: dict[str, Any] | None = None,
                  policy_overrides: dict[str, Any] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
     """The `[run]` settings with explicit overrides on top (None values mean 'not given')."""
+    return build_settings(file, overrides, policy_overrides, env).run
+
+
+def build_settings(file: Path | None = None, overrides: dict[str, Any] | None = None,
+                   policy_overrides: dict[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """All settings, read once, with the `[run]` overrides on top: `diagnoser run` also needs `[metrics]`."""
     from diagnoser.settings import load_settings
 
     run = {k: v for k, v in (overrides or {}).items() if v is not None}
     policy = {k: v for k, v in (policy_overrides or {}).items() if v is not None}
     if policy:
         run["policy"] = policy
-    return load_settings(file, env=env, cli={"run": run}, legacy="run").settings.run
+    return load_settings(file, env=env, cli={"run": run}, legacy="run").settings
