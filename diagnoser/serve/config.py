@@ -18,9 +18,6 @@ from diagnoser.errors import ConfigError
 from diagnoser.settings import load_settings
 
 ENV_PREFIX = "DIAGNOSER_SERVE__"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8642
-DEFAULT_MAX_UPLOAD = 2 << 30  # 2 GiB per request
 DEFAULT_JSON_LIMIT = 1 << 20  # JSON bodies (paths, feedback) are small
 
 
@@ -30,14 +27,16 @@ class ServeConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ServeConfig:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    token: str | None = field(default=None, repr=False)
-    roots: tuple[Path, ...] = ()  # where POST /v1/triage may read (empty: nowhere)
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD
-    workers: int = 2  # triage processes
-    queue: int = 8  # triages waiting for a worker before requests get 429
-    store: Path | None = None  # incident store (default: DIAGNOSER_STORE, else the user data dir)
+    """The effective settings (their defaults live in one place: settings.ServeSettings)."""
+
+    host: str
+    port: int
+    token: str | None = field(repr=False)
+    roots: tuple[Path, ...]  # where POST /v1/triage may read (empty: nowhere)
+    max_upload_bytes: int
+    workers: int  # triage processes
+    queue: int  # triages waiting for a worker before requests get 429
+    store: Path | None  # incident store (None: DIAGNOSER_STORE, else the user data dir)
 
     def resolved_roots(self) -> tuple[Path, ...]:
         return tuple(Path(r).expanduser().resolve() for r in self.roots)
