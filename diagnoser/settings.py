@@ -132,6 +132,7 @@ class ServeSettings(_Section):
     workers: int = Field(default=2, ge=1, le=64)  # triage processes
     queue: int = Field(default=8, ge=0, le=10_000)  # triages waiting for a worker before 429
     store: Path | None = None  # incident store (default: DIAGNOSER_STORE, else the user data dir)
+    jobs_dir: Path | None = None  # triage job records kept across restarts (default: the user state dir)
 
 
 class MemorySettings(_Section):

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        # the job ledger: a private directory unless the caller shares one (a restart test)
+        full_env.setdefault("DIAGNOSER_SERVE__JOBS_DIR", tempfile.mkdtemp(prefix="serve-jobs-"))
         self.log = Path(full_env.get("TMPDIR", "/tmp")) / f"serve-{self.port}.log"
         self._log_fh = open(self.log, "wb")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "diagnoser.cli", "serve", "--port", str(self.port),

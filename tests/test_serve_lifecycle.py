@@ -1,6 +1,6 @@
 """`diagnoser serve` under load and faults: a full queue (429), LLM stage timeouts in the metrics, a
-killed worker, SIGTERM mid-triage, readiness with a broken store, and the loopback-only rule without a
-token. Each test starts its own real server (uvicorn on a loopback port)."""
+killed worker, SIGTERM mid-triage (and what the next server reports of that job), readiness with a broken
+store, and the loopback-only rule without a token. Each test starts its own real server (uvicorn on a loopback port)."""
 
 from __future__ import annotations
 
@@ -146,14 +146,16 @@ def test_a_killed_worker_fails_its_job_and_the_service_recovers(world: dict) -> 
 
 def test_sigterm_stops_running_triages_and_leaves_no_process_or_upload(world: dict, tmp_path: Path) -> None:
     llm = SlowEndpoint(delay=60.0)
+    jobs = tmp_path / "jobs"
     env = {**world["env"], "TMPDIR": str(tmp_path), "DIAGNOSER_LLM_BASE_URL": llm.url, "DIAGNOSER_LLM_MODEL": "m",
-           "DIAGNOSER_LLM_TIMEOUT": "50", "DIAGNOSER_LLM_CACHE_DIR": "off"}
+           "DIAGNOSER_LLM_TIMEOUT": "50", "DIAGNOSER_LLM_CACHE_DIR": "off", "DIAGNOSER_SERVE__JOBS_DIR": str(jobs)}
     server = Server(env=env)
     try:
         with server.client(TOKEN) as c:
             archive = tgz(FIXTURES / XID79)
             r = c.post("/v1/triage/upload", params={"async": "true"}, files=[("files", ("j.tgz", archive))])
             assert r.status_code == 202
+            cut_short = r.headers["location"]
             deadline = time.monotonic() + 30
             while llm.requests == 0:
                 assert time.monotonic() < deadline
@@ -170,3 +172,25 @@ def test_sigterm_stops_running_triages_and_leaves_no_process_or_upload(world: di
     finally:
         server.stop()
         llm.close()
+    # the next server knows what became of it, and keeps what it finishes itself across its own restart
+    env = {**world["env"], "DIAGNOSER_SERVE__JOBS_DIR": str(jobs)}
+    server = Server(env=env)
+    try:
+        with server.client(TOKEN) as c:
+            job = c.get(cut_short).json()
+            assert job["status"] == "failed" and "service restarted" in job["error"] and job["result"] is None
+            r = c.post("/v1/triage/upload", params={"async": "true"}, files=[("files", ("j.tgz", archive))])
+            deadline = time.monotonic() + 60
+            while (done := c.get(r.headers["location"]).json())["status"] == "pending":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert done["status"] == "done"
+    finally:
+        server.stop()
+    server = Server(env=env)
+    try:
+        with server.client(TOKEN) as c:
+            assert c.get(r.headers["location"]).json() == done
+            assert c.get(cut_short).json()["status"] == "failed"
+    finally:
+        server.stop()

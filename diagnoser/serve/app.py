@@ -24,6 +24,7 @@ from diagnoser.retrieve.paths import resolve_store_path
 from diagnoser.serve.config import DEFAULT_JSON_LIMIT, ServeConfig
 from diagnoser.serve.health import rules_check, store_check
 from diagnoser.serve.jobs import Job, Jobs, QueueFull
+from diagnoser.serve.ledger import JobLedger
 from diagnoser.serve.limits import BodyLimit
 from diagnoser.serve.models import FeedbackRequest, Health, JobStatus, TriageRequest
 from diagnoser.serve.uploads import FIELD, UploadDir, UploadError, receive
@@ -56,7 +57,7 @@ def create_app(cfg: ServeConfig, metrics: Metrics | None = None) -> Any:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        state["jobs"] = Jobs(cfg.workers, cfg.queue, metrics, cfg.store)
+        state["jobs"] = Jobs(cfg.workers, cfg.queue, metrics, cfg.store, ledger=JobLedger(cfg.jobs_dir))
         try:
             yield
         finally:

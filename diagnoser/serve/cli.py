@@ -24,6 +24,9 @@ def serve_command(
     queue: Annotated[int | None, typer.Option(help="Triages waiting beyond the workers before 429 [8] "
                                               "[env: DIAGNOSER_SERVE__QUEUE]")] = None,
     store: Annotated[Path | None, typer.Option(help="Incident store directory [env: DIAGNOSER_STORE]")] = None,
+    jobs_dir: Annotated[Path | None, typer.Option(help="Where triage jobs are recorded, kept across restarts "
+                                                  "[<user state dir>/diagnoser/serve-jobs] "
+                                                  "[env: DIAGNOSER_SERVE__JOBS_DIR]")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     mcp: Annotated[bool, typer.Option("--mcp", help="Serve the MCP tools instead of the HTTP API (stdio, or "
                                       "streamable HTTP with --transport; roots: --root or DIAGNOSER_MCP__ROOTS)")
@@ -46,7 +49,8 @@ def serve_command(
     try:
         cfg = load_serve_config({"host": host, "port": port, "token_file": token_file,
                                  "roots": tuple(root) if root else None, "max_upload_bytes": max_upload_bytes,
-                                 "workers": workers, "queue": queue, "store": store})
+                                 "workers": workers, "queue": queue, "store": store,
+                                 "jobs_dir": jobs_dir})
     except ServeConfigError as exc:
         typer.echo(f"diagnoser: {exc}", err=True)
         raise typer.Exit(2) from exc

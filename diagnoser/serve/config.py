@@ -15,6 +15,7 @@ from typing import Any
 from diagnoser.bearer import TokenError, effective_token
 from diagnoser.classify.redact import is_loopback_host
 from diagnoser.errors import ConfigError
+from diagnoser.serve.ledger import default_jobs_dir
 from diagnoser.settings import load_settings
 
 ENV_PREFIX = "DIAGNOSER_SERVE__"
@@ -37,6 +38,7 @@ class ServeConfig:
     workers: int  # triage processes
     queue: int  # triages waiting for a worker before requests get 429
     store: Path | None  # incident store (None: DIAGNOSER_STORE, else the user data dir)
+    jobs_dir: Path  # triage job records, kept across restarts
 
     def resolved_roots(self) -> tuple[Path, ...]:
         return tuple(Path(r).expanduser().resolve() for r in self.roots)
@@ -59,7 +61,8 @@ def load_serve_config(overrides: dict[str, Any] | None = None, env: dict[str, st
         raise ServeConfigError(str(exc)) from None
     cfg = ServeConfig(host=s.host, port=s.port, token=token or None, roots=tuple(s.roots),
                       max_upload_bytes=s.max_upload_bytes, workers=s.workers, queue=s.queue,
-                      store=s.store.expanduser() if s.store else None)
+                      store=s.store.expanduser() if s.store else None,
+                      jobs_dir=s.jobs_dir.expanduser() if s.jobs_dir else default_jobs_dir())
     if cfg.token is None and not is_loopback_host(cfg.host):
         raise ServeConfigError(f"refusing to listen on {cfg.host} without a token: set {ENV_PREFIX}TOKEN or "
                                f"{ENV_PREFIX}TOKEN_FILE (or listen on 127.0.0.1)")

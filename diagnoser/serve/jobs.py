@@ -2,7 +2,8 @@
 
 Every triage (synchronous or not) is a job. At most `workers` run at once and `queue` more wait;
 beyond that `submit` raises `QueueFull` (HTTP 429). A finished job keeps its result for polling
-(the newest `keep` jobs); its upload directory is deleted when it finishes.
+(the newest `keep` jobs), also across a restart when a ledger (ledger.py) is given; its upload
+directory is deleted when it finishes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 
 from diagnoser.metrics_export import Metrics
 from diagnoser.serve import work
+from diagnoser.serve.ledger import FIELDS, JobLedger
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +45,34 @@ class Job:
     error: str | None = None
     crashed: bool = False  # the worker died (not the logs' fault)
     cleanup: Path | None = None  # the upload directory, deleted when the job ends
+    foreign: bool = False  # pending in another running server that shares the ledger: re-read when polled
     future: Future = field(default_factory=Future, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in FIELDS}
+
+    @classmethod
+    def restored(cls, record: dict[str, Any]) -> Job:
+        """A job of an earlier (or another) server, from its ledger record."""
+        job = cls(**{k: record[k] for k in FIELDS if record.get(k) is not None})
+        if job.status == "pending":
+            job.foreign = True
+        else:
+            job.future.set_result(job)
+        return job
 
 
 class Jobs:
     def __init__(self, workers: int, queue: int, metrics: Metrics, store: Path | None = None,
-                 keep: int = 1000) -> None:
+                 keep: int = 1000, ledger: JobLedger | None = None) -> None:
         self.workers, self.capacity, self.metrics, self.keep = workers, workers + queue, metrics, keep
         self.store = str(store) if store else None
+        self.ledger = ledger
         self._lock = threading.Lock()
         self._active = 0
         self._jobs: OrderedDict[str, Job] = OrderedDict()
+        for record in ledger.load() if ledger else []:  # the previous server's jobs, oldest first
+            self._jobs[record["id"]] = Job.restored(record)
         self._pool = self._new_pool()
         self.warm = self._pool.submit(work.ready)  # readiness: a worker started and loaded the rules
 
@@ -79,6 +98,10 @@ class Jobs:
                 if oldest.status == "pending":
                     break
                 self._jobs.popitem(last=False)
+                if self.ledger:
+                    self.ledger.remove(oldest.id)
+        if self.ledger:
+            self.ledger.write(job.record())
         started = time.monotonic()
         try:
             try:
@@ -90,6 +113,8 @@ class Jobs:
             with self._lock:
                 self._active -= 1
                 self._jobs.pop(job.id, None)
+            if self.ledger:
+                self.ledger.remove(job.id)
             raise
         inner.add_done_callback(lambda f: self._finish(job, f, started))
         return job
@@ -113,12 +138,19 @@ class Jobs:
         self.metrics.requests.labels(job.kind, "ok" if out["ok"] else "error").inc()
         if job.cleanup is not None:
             shutil.rmtree(job.cleanup, ignore_errors=True)
+        if self.ledger:
+            self.ledger.write(job.record())
         with self._lock:
             self._active -= 1
         job.future.set_result(job)
 
     def get(self, job_id: str) -> Job | None:
-        return self._jobs.get(job_id)
+        job = self._jobs.get(job_id)
+        if job is not None and job.foreign and self.ledger:
+            record = self.ledger.read(job_id)
+            if record is not None and self.ledger.settled(record)["status"] != "pending":
+                job = self._jobs[job_id] = Job.restored(record)
+        return job
 
     def close(self) -> None:
         """Stop now: queued triages are cancelled, running ones' processes terminated (a 1 GB triage
