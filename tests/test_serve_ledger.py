@@ -38,7 +38,7 @@ def test_a_finished_job_reads_back_the_same_after_a_restart(tmp_path: Path) -> N
     first = JobLedger(tmp_path)
     first.write(done)
     first.write(failed)
-    loaded = JobLedger(tmp_path).load()
+    loaded = JobLedger(tmp_path).load(keep=1000)
     assert [r["id"] for r in loaded] == [done["id"], failed["id"]]  # oldest first
     assert loaded[0]["result"] == VERDICT and loaded[0]["submitted"] == done["submitted"]
     assert loaded[1]["status"] == "failed" and loaded[1]["error"] == "empty input"
@@ -51,7 +51,7 @@ def test_a_job_pending_when_its_server_died_is_failed_and_says_so(tmp_path: Path
     data = json.loads(path.read_text())
     data["owner"] = dead_owner()
     path.write_text(json.dumps(data))
-    [loaded] = JobLedger(tmp_path).load()
+    [loaded] = JobLedger(tmp_path).load(keep=1000)
     assert loaded["status"] == "failed" and loaded["error"] == RESTARTED and loaded["crashed"]
     assert json.loads(path.read_text())["status"] == "failed"  # saved: the next restart agrees
 
@@ -59,7 +59,7 @@ def test_a_job_pending_when_its_server_died_is_failed_and_says_so(tmp_path: Path
 def test_a_job_pending_in_a_server_that_still_runs_is_left_pending(tmp_path: Path) -> None:
     job = record("pending")
     JobLedger(tmp_path).write(job)  # owned by this (live) process
-    [loaded] = JobLedger(tmp_path).load()
+    [loaded] = JobLedger(tmp_path).load(keep=1000)
     assert loaded["status"] == "pending"
 
 
@@ -71,15 +71,15 @@ def test_damaged_records_are_skipped_and_the_rest_load(tmp_path: Path) -> None:
     (tmp_path / f"{uuid.uuid4().hex}.json").write_bytes(b"\xff\xfe\x00binary")
     misnamed = {**record(), "id": uuid.uuid4().hex}  # a file whose record names another job
     (tmp_path / f"{uuid.uuid4().hex}.json").write_text(json.dumps(misnamed, default=str))
-    assert [r["id"] for r in JobLedger(tmp_path).load()] == [good["id"]]
+    assert [r["id"] for r in JobLedger(tmp_path).load(keep=1000)] == [good["id"]]
 
 
 def test_only_the_newest_finished_records_are_kept(tmp_path: Path) -> None:
-    ledger = JobLedger(tmp_path, keep=3)
+    ledger = JobLedger(tmp_path)
     jobs = [record("done", minutes_ago=10 - i) for i in range(5)]
     for job in jobs:
         ledger.write(job)
-    assert [r["id"] for r in JobLedger(tmp_path, keep=3).load()] == [j["id"] for j in jobs[2:]]
+    assert [r["id"] for r in JobLedger(tmp_path).load(keep=3)] == [j["id"] for j in jobs[2:]]
     assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(j["id"] for j in jobs[2:])
 
 
@@ -97,4 +97,4 @@ def test_an_unusable_directory_keeps_jobs_in_memory_without_failing(tmp_path: Pa
     ledger = JobLedger(blocker / "jobs")
     assert not ledger.usable
     ledger.write(record())  # no exception: the triage is not the ledger's to fail
-    assert ledger.load() == []
+    assert ledger.load(keep=1000) == []

@@ -71,7 +71,7 @@ class Jobs:
         self._lock = threading.Lock()
         self._active = 0
         self._jobs: OrderedDict[str, Job] = OrderedDict()
-        for record in ledger.load() if ledger else []:  # the previous server's jobs, oldest first
+        for record in ledger.load(keep) if ledger else []:  # the previous server's jobs, oldest first
             self._jobs[record["id"]] = Job.restored(record)
         self._pool = self._new_pool()
         self.warm = self._pool.submit(work.ready)  # readiness: a worker started and loaded the rules

@@ -49,8 +49,8 @@ def owner_alive(owner: Any) -> bool:
 class JobLedger:
     """Read and write job records (plain dicts with the FIELDS, plus `owner` while pending)."""
 
-    def __init__(self, directory: Path, keep: int = 1000) -> None:
-        self.dir, self.keep = directory, keep
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
         self.me = this_server()
         self.usable = True
         try:
@@ -115,7 +115,7 @@ class JobLedger:
         if target is not None and self.usable:
             target.unlink(missing_ok=True)
 
-    def load(self) -> list[dict[str, Any]]:
+    def load(self, keep: int) -> list[dict[str, Any]]:
         """The records a new server starts with, oldest first: pending ones whose server is gone are
         marked failed (and saved so); beyond `keep`, the oldest finished records are deleted."""
         if not self.usable:
@@ -132,7 +132,7 @@ class JobLedger:
                 records.append(self.settled(record))
         records.sort(key=lambda r: r["submitted"])
         finished = [r for r in records if r["status"] != "pending"]
-        for old in finished[:max(0, len(finished) - self.keep)]:
+        for old in finished[:max(0, len(finished) - keep)]:
             self.remove(old["id"])
             records.remove(old)
         return records
