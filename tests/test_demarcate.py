@@ -125,6 +125,21 @@ def test_one_process_losing_two_peers_blames_neither():
     assert locate([closed, reset], topo).nodes == []
 
 
+def test_many_peers_and_no_standout_blame_one_reporting_node_only_when_there_is_one():
+    """No peer named by most reports: one node whose processes lost peers everywhere points at its own
+    port or HCA; reporters on every side naming each other localise nothing (a fabric or configuration
+    fault), so no node is named rather than the whole job."""
+    ips = {"10.0.0.1": "gpu-001", "10.0.0.2": "gpu-002", "10.0.0.3": "gpu-003", "10.0.0.9": "gpu-009"}
+    topo = Topology(node_ips=ips)
+    own = [m("ib", 76, T, node="gpu-009", rank=r, peer=peer, line=r * 10 + i)
+           for r in (1, 2) for i, peer in enumerate(("10.0.0.1", "10.0.0.2", "10.0.0.3"))]
+    assert locate(own, topo).nodes == ["gpu-009"]
+    mutual = [m("ib", 76, T, node=node, rank=rank, peer=peer) for node, rank, peer in (
+        ("gpu-001", 1, "10.0.0.2"), ("gpu-001", 2, "10.0.0.3"), ("gpu-002", 3, "10.0.0.1"),
+        ("gpu-002", 4, "10.0.0.3"), ("gpu-003", 5, "10.0.0.1"), ("gpu-003", 6, "10.0.0.2"))]
+    assert locate(mutual, topo).nodes == [] and locate(mutual, topo).ranks == []
+
+
 def test_rank_without_node_is_placed_by_topology():
     topo = Topology(task_nodes={12: "n3"})
     c = locate([m("oom", 66, T, rank=12)], topo)

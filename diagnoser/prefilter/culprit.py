@@ -85,7 +85,10 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         elif count >= max(1, sum(peers.values()) // 2):
             add(nodes, topo.node_ips.get(top.split("<")[0], top.split("<")[0]))
         else:
-            for m in matches:
-                add(nodes, m.fields.get("node") or m.record.node)
+            # no peer stands out: one node whose processes lost many peers points at itself (its port or
+            # HCA); reporters on several nodes naming each other localise nothing (fabric or configuration)
+            reporting = {m.fields.get("node") or m.record.node for m in matches} - {None}
+            if len(reporting) == 1:
+                nodes = list(reporting)
         ranks = []  # the reporting ranks are victims, not culprits
     return Culprit(nodes=nodes[:MAX_LISTED], ranks=sorted(ranks)[:MAX_LISTED], gpus=gpus[:MAX_LISTED])
