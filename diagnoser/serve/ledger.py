@@ -96,6 +96,8 @@ class JobLedger:
                 raise ValueError("not a job record")
             data["submitted"] = datetime.fromisoformat(data["submitted"])
             data["finished"] = datetime.fromisoformat(data["finished"]) if data.get("finished") else None
+            if data["submitted"].tzinfo is None:  # every record this ledger writes is in UTC: sortable
+                raise ValueError("submitted without a time zone")
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -113,7 +115,10 @@ class JobLedger:
     def remove(self, job_id: str) -> None:
         target = self.path(job_id)
         if target is not None and self.usable:
-            target.unlink(missing_ok=True)
+            try:
+                target.unlink(missing_ok=True)
+            except OSError as exc:  # a stale record costs disk, never the triage that trims it
+                log.warning("job record %s not removed: %s", target, exc)
 
     def load(self, keep: int) -> list[dict[str, Any]]:
         """The records a new server starts with, oldest first: pending ones whose server is gone are
