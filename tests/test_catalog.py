@@ -140,3 +140,26 @@ def test_a_named_prefix_is_expanded_in_every_pattern_that_uses_it(tmp_path: Path
     assert rule.compiled[0].search("RuntimeError: CUDA error: invalid argument")
     assert rule.compiled[0].search("RuntimeError: cuda runtime error (1) : invalid argument at THCGeneral.cpp:12")
     assert not rule.compiled[0].search("ValueError: invalid argument")
+
+
+WARNINGS_PRINTED_ON_HEALTHY_STARTS = [
+    # NVSHMEM prints it whenever the module is missing, also on one node where NVLink/P2P serves every PE
+    ("/opt/nvshmem/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem, or nvidia_peermem "
+     "detected. Skipping transport.", "gpudirect_rdma_unavailable"),
+    ("distributed.worker - WARNING - Memory use is high but worker has no data to store to disk.  Perhaps some other "
+     "process is leaking memory?  Process memory: 19.20 GB -- Worker memory limit: 27.05 GB", "host_oom"),
+]
+
+
+@pytest.mark.parametrize(("warning", "alone"), WARNINGS_PRINTED_ON_HEALTHY_STARTS)
+def test_a_warning_is_the_verdict_only_when_nothing_failed_louder(tmp_path: Path, warning: str, alone: str):
+    from diagnoser.triage import triage
+
+    quiet, loud = tmp_path / "quiet", tmp_path / "loud"
+    for d in (quiet, loud):
+        d.mkdir()
+    (quiet / "rank0.log").write_text(f"{warning}\nepoch 3 step 1200 loss 2.31\n")
+    (loud / "rank0.log").write_text(f"{warning}\nTraceback (most recent call last):\n  File \"train.py\", line 88, "
+                                    "in <module>\n    route(tokens)\nKeyError: 'expert_7'\n")
+    assert triage([str(quiet)]).subtype == alone
+    assert triage([str(loud)]).subtype == "python_exception"
