@@ -71,8 +71,11 @@ def test_damaged_records_are_skipped_and_the_rest_load(tmp_path: Path) -> None:
     (tmp_path / f"{uuid.uuid4().hex}.json").write_bytes(b"\xff\xfe\x00binary")
     misnamed = {**record(), "id": uuid.uuid4().hex}  # a file whose record names another job
     (tmp_path / f"{uuid.uuid4().hex}.json").write_text(json.dumps(misnamed, default=str))
-    naive = {**record(), "submitted": "2026-11-27T08:00:00"}  # hand-edited: no zone, not orderable with the rest
-    (tmp_path / f"{naive['id']}.json").write_text(json.dumps(naive, default=str))
+    hand_edited = [{"submitted": "2026-11-27T08:00:00"},  # no zone: not orderable with the rest
+                   {"kind": "ftp"}, {"result": "drain everything"}, {"seconds": "fast"}, {"error": ["x"]}]
+    for change in hand_edited:
+        bad = {**record(), **change}
+        (tmp_path / f"{bad['id']}.json").write_text(json.dumps(bad, default=str))
     assert [r["id"] for r in JobLedger(tmp_path).load(keep=1000)] == [good["id"]]
 
 

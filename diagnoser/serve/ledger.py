@@ -27,6 +27,7 @@ JOB_ID = re.compile(r"^[0-9a-f]{32}$")  # uuid4().hex: the only names the ledger
 RESTARTED = "the service restarted before this triage finished; submit it again"
 FIELDS = ("id", "kind", "submitted", "status", "finished", "seconds", "result", "error", "crashed")
 STATUSES = ("pending", "done", "failed")
+KINDS = ("path", "upload")
 
 
 def default_jobs_dir() -> Path:
@@ -92,7 +93,10 @@ class JobLedger:
             return None
         try:
             data = json.loads(target.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or data.get("id") != job_id or data.get("status") not in STATUSES:
+            if (not isinstance(data, dict) or data.get("id") != job_id or data.get("status") not in STATUSES
+                    or data.get("kind") not in KINDS or not isinstance(data.get("result") or {}, dict)
+                    or not isinstance(data.get("seconds") or 0, int | float)
+                    or not isinstance(data.get("error") or "", str)):
                 raise ValueError("not a job record")
             data["submitted"] = datetime.fromisoformat(data["submitted"])
             data["finished"] = datetime.fromisoformat(data["finished"]) if data.get("finished") else None
