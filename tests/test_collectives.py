@@ -178,3 +178,20 @@ def test_a_hung_rank_is_cited_by_its_own_last_progress_line(tmp_path):
     assert stuck.progress_in_tail and stuck.last_progress.text == ""  # held once, in the tail
     quoted = {e.text for e in d.evidence if e.source == "gpu-001/rank3.log"}
     assert any(t.endswith("step 640 | loss 2.0016 | lr 3.0000e-04") for t in quoted), quoted
+
+
+def test_timeouts_in_the_first_collective_only_point_at_the_communication_path():
+    from diagnoser.prefilter.collectives import analyse as analyse_collateral
+
+    f = analyse_collateral([timeout(r, seq=1, op="BROADCAST") for r in range(8)], {}, nranks=8)
+    assert (f.category.value, f.action.value, f.subtype) == ("infra", "escalate", "first_collective_never_completed")
+    assert "SeqNum 1" in f.root_cause and "preprocessing" in f.root_cause  # says what else it could be
+
+
+def test_timeouts_later_in_training_still_point_at_a_busy_rank():
+    from diagnoser.prefilter.collectives import analyse as analyse_collateral
+
+    f = analyse_collateral([timeout(r, seq=1 if r else 2) for r in range(8)], {}, nranks=8)
+    assert (f.category.value, f.subtype) == ("user_code", "collective_timeout_busy_rank")
+    f = analyse_collateral([timeout(r, seq=4213) for r in range(8)], {}, nranks=8)
+    assert (f.category.value, f.subtype) == ("user_code", "collective_timeout_busy_rank")

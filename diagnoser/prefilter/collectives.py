@@ -161,6 +161,35 @@ WAITING = frozenset({"nccl-collective-timeout"})  # every rank that reports this
 _DEAD_PEER = re.compile(r"peer|remote")  # collateral classes that say a peer died (connection closed by peer ...)
 
 
+FIRST_COLLECTIVE = 1  # PyTorch numbers a process group's collectives from 1 (`WorkNCCL(SeqNum=1, ...)`)
+
+
+def first_collective_never_completed(collateral: Sequence[Collateral]) -> Finding | None:
+    """Every rank timed out in its process group's first collective and nothing says a peer died.
+
+    PyTorch creates the NCCL communicator at a group's first collective, and NCCL connects its transports
+    there (per peer, lazily, since 2.22). A first collective that never completes is a path that never
+    carried one byte: P2P blocked by PCIe ACS/IOMMU or a VM, the wrong socket interface or IB GID, a
+    firewall, a driver or fabric the container cannot use (NCCL user guide, Troubleshooting: GPU Direct,
+    ACS, networking; its active diagnostics exist because such paths "would otherwise surface only later,
+    as hangs"). A rank busy before its first collective (rank 0 preprocessing the dataset) looks the same,
+    so the verdict is weak and says so. In the corpus, 7 of the 9 cases with only SeqNum=1 timeouts were
+    not the job's code."""
+    facts = _Facts(collateral)
+    waiting = [h for h in facts.hits if h.runbook_id in WAITING]
+    if (not waiting or any(h.work is None or h.work[0] > FIRST_COLLECTIVE for h in waiting)
+            or any(_DEAD_PEER.search(m.runbook_id) for m in collateral)):
+        return None
+    ops = sorted({h.work[1] for h in waiting if h.work})
+    return Finding("first_collective_never_completed", Category.INFRA, Action.ESCALATE, 0.45,
+                   f"{len(waiting)} timeout(s) in the process group's first collective ({', '.join(ops)}, SeqNum 1) "
+                   "and nothing reports a dead peer: the communication path between the GPUs or nodes most likely "
+                   "never worked (P2P blocked by PCIe ACS/IOMMU or virtualisation, wrong NCCL_SOCKET_IFNAME or IB "
+                   "GID index, a firewall, a driver or fabric manager problem); run nccl-tests across the same "
+                   "GPUs/nodes. If one rank was still preprocessing before its first collective, it is the job's",
+                   [], [], facts.shown(waiting, 3))
+
+
 def waited_on_a_busy_rank(collateral: Sequence[Collateral]) -> Finding | None:
     """Ranks timed out in a collective and nothing says a peer died or a part failed.
 
@@ -186,7 +215,7 @@ def analyse(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: 
             stacks: Finding | None = None) -> Finding | None:
     """The strongest explanation of a collateral-only failure, or None."""
     for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails),
-                    waited_on_a_busy_rank(timeouts)):
+                    first_collective_never_completed(timeouts), waited_on_a_busy_rank(timeouts)):
         if finding is not None:
             return finding
     return None
