@@ -222,7 +222,8 @@ def runbooks_show_command(
         data = book.model_dump(mode="json", exclude={"source"})
         sys.stdout.write(json.dumps({**data, "source": _source(book)}) + "\n")
         return
-    lines = [f"{book.id}: {book.title}", f"  {book.category.value} / {book.subtype} -> {book.action.value}  "
+    localised = f" ({book.localised_action.value} when a node is named)" if book.localised_action else ""
+    lines = [f"{book.id}: {book.title}", f"  {book.category.value} / {book.subtype} -> {book.action.value}{localised}  "
              f"(role {book.role.value}, priority {book.priority}, confidence {book.confidence})",
              f"  source: {_source(book)}" + (f" (overrides {book.overrides})" if book.overrides else "")]
     lines += [f"  signature: {sig}" for sig in book.signatures]

@@ -12,7 +12,8 @@
   directories named after nodes, NCCL host fields, kernel/syslog hosts, scheduler and launcher
   records, NCCL rank placement), never just any word of the text. Else: the name is dropped.
 - a drained or excluded node is tied to the fault by a line of the evidence: the line comes from
-  that node (its record's node, or a rank placed on it) or names it, is not a collateral timeout,
+  that node (its record's node, or a rank placed on it) or names it (or the address NCCL's bootstrap
+  lines give it: a peer error names the IP), is not a collateral timeout,
   and for hardware names the part. Else: the name is dropped.
 - at most `MAX_NODES_REMOVED` nodes drained or excluded. Else: `escalate`.
 
@@ -84,6 +85,8 @@ class JobScope:
     rank_nodes: Mapping[int, str] = field(default_factory=dict)
     line_rules: Mapping[tuple[str, int], tuple[RuleRef, ...]] = field(default_factory=dict)
     priorities: Mapping[str, int] = field(default_factory=dict)
+    # a node's addresses as NCCL's bootstrap lines give them (ip -> node): a peer error names the IP
+    node_ips: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_records(cls, records: Iterable[LogRecord], nodes: Iterable[str] = (),
@@ -107,8 +110,9 @@ class JobScope:
 
     def ties(self, r: LogRecord, node: str, category: Category) -> bool:
         """A line that shows a fault on `node` (not a timeout waiting for it)."""
+        names = [node, *(ip for ip, owner in self.node_ips.items() if owner == node)]
         named = (r.node == node or (r.rank is not None and self.rank_nodes.get(r.rank) == node)
-                 or re.search(rf"(?<![\w.-]){re.escape(node)}(?![\w-])", r.text) is not None)
+                 or any(re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", r.text) for n in names))
         if not named or COLLATERAL.search(r.text):
             return False
         return category != Category.HARDWARE or self.names_part(r)
@@ -163,7 +167,8 @@ def with_own_rule(scope: JobScope, rule: Diagnosis) -> JobScope:
     key = (rule.first_failure.source, rule.first_failure.line)
     own = RuleRef(rule.rule, rule.category, scope.priorities.get(rule.rule, 100))
     return JobScope(scope.nodes, scope.ranks, scope.rank_nodes,
-                    {**scope.line_rules, key: (*scope.line_rules.get(key, ()), own)}, scope.priorities)
+                    {**scope.line_rules, key: (*scope.line_rules.get(key, ()), own)}, scope.priorities,
+                    scope.node_ips)
 
 
 def lines_of(d: Diagnosis, records: Mapping[tuple[str, int], LogRecord]) -> list[LogRecord]:

@@ -98,7 +98,7 @@ def scope_of(analysis: Analysis) -> JobScope:
     # collateral lines kept as facts only (prefilter/collateral.py) have no text to cite: no
     # verdict's evidence is one of them, so the policy never asks for their rules
     return JobScope(job_nodes(analysis), frozenset(ranks), rank_nodes, line_rules,
-                    {b.id: b.priority for b in books.values()})
+                    {b.id: b.priority for b in books.values()}, dict(topo.node_ips))
 
 
 def police_verdict(analysis: Analysis, verdict: Diagnosis) -> Diagnosis:

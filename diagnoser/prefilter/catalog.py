@@ -55,6 +55,7 @@ class Entry(BaseModel):
     category: Category | None = None
     subtype: str | None = None
     action: Action | None = None
+    localised_action: Action | None = None  # the action when the evidence names a node (runbooks.Runbook)
     role: Role | None = None
     priority: int | None = Field(default=None, ge=0, le=100)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -136,7 +137,8 @@ def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: di
     return Runbook.model_validate(dict(
         id=_entry_id(catalog, entry), title=entry.title, category=pick("category"),
         subtype=pick("subtype") or _SLUG.sub("_", f"{catalog.id}_{entry.key}".lower()).strip("_"),
-        action=pick("action"), role=pick("role", Role.ROOT), severity=pick("severity", "medium"),
+        action=pick("action"), localised_action=pick("localised_action"), role=pick("role", Role.ROOT),
+        severity=pick("severity", "medium"),
         priority=pick("priority"), confidence=pick("confidence"), scope=pick("scope"),
         derived_from=[r.lower() for r in entry.derived_from], part_fault_after=entry.part_fault_after,
         signatures=_signatures(catalog, entry),

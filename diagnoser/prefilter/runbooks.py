@@ -42,6 +42,10 @@ class Runbook(BaseModel):
     category: Category
     subtype: str
     action: Action
+    # the action when the evidence localises the failure to a node (a peer several processes name, a node
+    # the line names): a connection or device error on one node is that node's, the same error with no
+    # node to blame is configuration or fabric, which `action` (usually escalate) covers
+    localised_action: Action | None = None
     role: Role = Role.ROOT
     severity: str = "medium"
     priority: int = Field(ge=0, le=100)

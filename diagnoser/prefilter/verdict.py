@@ -148,7 +148,8 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
         root_cause += _collateral_clause(counts, books)
     rec = d.root.record
     return Diagnosis(
-        category=book.category, subtype=book.subtype, action=book.action,
+        category=book.category, subtype=book.subtype,
+        action=book.localised_action if book.localised_action and culprit.nodes else book.action,
         confidence=round(min(1.0, confidence), 3), culprit=culprit, root_cause=root_cause,
         evidence=_dedupe(evidence)[:MAX_EVIDENCE],
         first_failure=FirstFailure(source=rec.source, line=rec.line, time=rec.time),

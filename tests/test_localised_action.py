@@ -1,0 +1,55 @@
+"""A connection or device error localised to one node is that node's; the same error with no node to blame is
+configuration or fabric, for a person (runbooks' `localised_action`)."""
+
+from pathlib import Path
+
+from diagnoser.triage import triage
+
+
+def _triage(tmp_path: Path, files: dict[str, str]):
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return triage([str(tmp_path)], workers=1)
+
+
+def test_a_refused_peer_that_several_nodes_name_is_excluded(tmp_path):
+    boot = "NCCL INFO Bootstrap : Using ib0:10.8.0.{ip}<0>\n"
+    files = {f"gpu-00{i}/rank{i}.log": f"gpu-00{i}:41{i}:41{i} [0] {boot.format(ip=i)}"
+             f"gpu-00{i}:41{i}:52{i} [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.8.0.4<38721> "
+             "failed : Connection refused\n" for i in (1, 2, 3)}
+    files["gpu-004/rank4.log"] = f"gpu-004:414:414 [0] {boot.format(ip=4)}step 12 loss 2.1\n"
+    d = _triage(tmp_path, files)
+    assert (d.category.value, d.subtype) == ("infra", "nccl_network_error")
+    assert d.culprit.nodes == ["gpu-004"] and d.action.value == "restart_excluding_nodes"
+
+
+def test_a_refused_connection_with_no_node_to_blame_goes_to_a_person(tmp_path):
+    """One process failing to reach one peer: either end may be broken, and in public reports it is mostly a
+    firewall, a Docker bridge address or the wrong interface, which a plain retry repeats."""
+    d = _triage(tmp_path, {"rank1.log": (
+        "worker-3:331:402 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.2<38721> "
+        "failed : Connection refused\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "nccl_network_error", "escalate")
+    assert d.culprit.nodes == []
+
+
+def test_busy_gpus_on_a_named_node_exclude_it_and_elsewhere_go_to_a_person(tmp_path):
+    d = _triage(tmp_path / "a", {"nid004069/rank2047.log": (
+        "2047: cudaSetDevice(cuda_device_id) error( cudaErrorDevicesUnavailable): CUDA-capable device(s) is/are "
+        "busy or unavailable Kokkos_Cuda_Instance.cpp:544\n")})
+    assert d.subtype == "gpu_busy_unavailable"
+    assert d.culprit.nodes == ["nid004069"] and d.action.value == "restart_excluding_nodes"
+    d = _triage(tmp_path / "b", {"stderr.log": (
+        "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n")})
+    assert (d.subtype, d.action.value, d.culprit.nodes) == ("gpu_busy_unavailable", "escalate", [])
+
+
+def test_an_unreachable_rendezvous_store_goes_to_a_person(tmp_path):
+    d = _triage(tmp_path, {"rank1.log": (
+        "[W socket.cpp:601] [c10d] The client socket has timed out after 900s while trying to connect to "
+        "(172.17.0.2, 29500).\n"
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+        "(172.17.0.2, 29500).\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "rendezvous_failure", "escalate")
