@@ -30,8 +30,9 @@ def gpu_id(raw: str) -> str:
     return normalize_bus_id(raw) if ":" in raw else raw
 
 
-def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False) -> Culprit:
-    """`hardware`: also name the GPU a culprit rank ran on (from NCCL's topology)."""
+def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False, connection: bool = False) -> Culprit:
+    """`hardware`: also name the GPU a culprit rank ran on (from NCCL's topology). `connection`: the rule is
+    about a connection between processes (its signatures can name the peer)."""
     nodes: list[str] = []
     ranks: list[int] = []
     gpus: list[str] = []
@@ -74,6 +75,10 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             ranks = [top_rank]
             node = topo.node_of_rank(top_rank)
             nodes = [node] if node else nodes
+    if connection and not peers and not named and len(nodes) > 1:
+        # both ends of a broken connection report it and neither names the other (old NCCL prints no peer
+        # in its IB completion errors): either end may be broken, so no node is named
+        nodes = []
     if peers:
         # reporters name the broken peer; the most named peer is the culprit, mapped to its node. A peer
         # only one reporter names says only that the connection between them broke: either end may be at
