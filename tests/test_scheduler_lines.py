@@ -1,0 +1,41 @@
+"""Scheduler and orchestrator lines: the node they name as failed is the culprit; a kubelet eviction that names
+a container over its request is the job's spec."""
+
+from pathlib import Path
+
+from diagnoser.triage import triage
+
+
+def _triage(tmp_path: Path, files: dict[str, str]):
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return triage([str(tmp_path)], workers=1)
+
+
+def test_scheduler_lines_that_name_the_failed_node_name_it(tmp_path):
+    d = _triage(tmp_path / "sinfo", {"sinfo-R.txt": (
+        "REASON               USER      TIMESTAMP           NODELIST\n"
+        "Kill task failed     root      2024-01-25T15:12:23 ip-10-0-1-23\n")})
+    assert (d.subtype, d.culprit.nodes) == ("scheduler_node_failure", ["ip-10-0-1-23"])
+    d = _triage(tmp_path / "stepd", {"slurmd.log": (
+        "[2020-12-14T09:44:56.002] [63532.0] error: *** STEP 63532.0 STEPD TERMINATED ON cn106 AT "
+        "2020-12-14T09:44:56 DUE TO JOB NOT ENDING WITH SIGNALS ***\n")})
+    assert (d.subtype, d.culprit.nodes) == ("scheduler_node_failure", ["cn106"])
+    d = _triage(tmp_path / "ray", {"driver.log": (
+        "2022-02-15 16:53:52,096\tWARNING worker.py:1462 -- The node with node id: 8f205b12643d and ip: "
+        "10.128.0.103 has been marked dead because the detector has missed too many heartbeats from it. This can "
+        "happen when a raylet crashes unexpectedly or has lagging heartbeats.\n")})
+    assert (d.subtype, d.culprit.nodes) == ("scheduler_node_failure", ["10.128.0.103"])
+
+
+def test_an_eviction_that_names_a_container_over_its_request_is_the_jobs_spec(tmp_path):
+    d = _triage(tmp_path, {"events.txt": (
+        "4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. Container trainer was "
+        "using 5053216Ki, which exceeds its request of 0.\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "resource_request_exceeded",
+                                                               "stop_and_notify")
+    d = _triage(tmp_path / "disk", {"events.txt": (
+        "Status:  Failed  Reason: Evicted  Message: The node had condition: [DiskPressure].\n")})
+    assert (d.category.value, d.subtype) == ("infra", "orchestration_eviction")
