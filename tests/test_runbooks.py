@@ -111,7 +111,9 @@ def test_each_root_runbook_decides_a_job_where_it_is_the_only_failure(book, tmp_
         (tmp_path / "gpu-007" / "rank0.log").write_text("\n".join(noise + [example]) + "\n")
     d = triage([str(tmp_path)], workers=1)
     assert d.subtype == book.subtype, (book.id, d.root_cause)
-    assert (d.category, d.action) == (book.category, book.action)
+    # a rule with a `localised_action` takes it when the evidence names the node (here the file's gpu-007)
+    expected = book.localised_action if book.localised_action and d.culprit.nodes else book.action
+    assert (d.category, d.action) == (book.category, expected)
     assert d.runbook == book.path
 
 
