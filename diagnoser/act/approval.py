@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from diagnoser import atomic
 from diagnoser.act.clock import Clock, SystemClock
 from diagnoser.models import Action
 
@@ -156,9 +157,7 @@ def respond(run_dir: Path, approved: bool, by: str | None = None, action: Action
 
 
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(data, indent=1))
 
 
 def wait_for_response(response_path: Path, clock: Clock, timeout_s: float, poll_s: float, default_approve: bool,

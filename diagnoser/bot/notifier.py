@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 
 from slack_sdk import WebClient
 
+from diagnoser import atomic
 from diagnoser.bot import blocks as bk
 from diagnoser.bot.poster import SlackPoster, scrub
 from diagnoser.bot.security import RateLimiter
@@ -58,9 +58,7 @@ class SlackNotifier:
             return
         path = Path(self.state_file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self._threads), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(path, json.dumps(self._threads))
 
     def thread_ts(self, job_id: str, status: str = "running") -> str | None:
         """The job's parent message `ts`, posting it the first time."""

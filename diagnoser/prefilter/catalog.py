@@ -34,6 +34,7 @@ import platformdirs
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from diagnoser import atomic
 from diagnoser.models import Action, Category, Role
 from diagnoser.prefilter.runbooks import Examples, Runbook, RunbookError
 
@@ -190,9 +191,8 @@ def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tu
     rules = _parse_all(directory, dict(runbook_paths))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([r.model_dump(mode="json") for r in rules]), encoding="utf-8")
-        os.replace(tmp, cached)  # atomic: a concurrent start never reads half a file
+        # a concurrent start never reads half a file
+        atomic.write_text(cached, json.dumps([r.model_dump(mode="json") for r in rules]))
     except OSError:
         pass  # a read-only home: just slower
     return rules

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import platformdirs
 
+from diagnoser import atomic
+
 try:  # Hyperscan ships manylinux wheels for x86_64 only
     import hyperscan
 except ImportError:  # pragma: no cover - exercised on other platforms
@@ -168,9 +170,7 @@ def _cached_database(patterns: list[str], cache_dir: Path | None) -> hyperscan.D
     db = _compile(translated)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(hyperscan.dumpb(db))
-        os.replace(tmp, path)  # atomic: concurrent triages never read a half-written file
+        atomic.write_bytes(path, hyperscan.dumpb(db))  # concurrent triages never read a half-written file
     except OSError:
         pass  # a read-only home is fine: just slower
     return db

@@ -18,6 +18,7 @@ from typing import IO
 
 import numpy as np
 
+from diagnoser import atomic
 from diagnoser.retrieve.incident import Incident
 from diagnoser.retrieve.lexical import LexicalIndex
 
@@ -139,11 +140,7 @@ class SearchCache:
     def _commit(self, docs_changed: bool) -> None:
         if docs_changed or not (self.directory / "ids.npy").exists():
             self.index.save(self.directory)
-        tmp = self.directory / ".offsets.npy.tmp"
-        with tmp.open("wb") as fh:
+        with atomic.replacing(self.directory / "offsets.npy") as tmp, tmp.open("wb") as fh:
             np.save(fh, self.offsets, allow_pickle=False)
-        os.replace(tmp, self.directory / "offsets.npy")
         stamp = {"format": CACHE_FORMAT, "generation": self.generation, "epoch": self.epoch, "docs": len(self.index)}
-        tmp = self.directory / ".cache.json.tmp"
-        tmp.write_text(json.dumps(stamp))
-        os.replace(tmp, self.directory / "cache.json")
+        atomic.write_text(self.directory / "cache.json", json.dumps(stamp))

@@ -14,13 +14,13 @@ files that load memory-mapped.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from diagnoser import atomic
 from diagnoser.retrieve.signature import tokens
 
 MAX_TOKEN = 48
@@ -205,10 +205,8 @@ class LexicalIndex:
         arrays["terms"] = _blob(self._terms)
         arrays["idf"] = self.idf
         for name, arr in arrays.items():
-            tmp = directory / f".{name}.npy.tmp"
-            with tmp.open("wb") as fh:
+            with atomic.replacing(directory / f"{name}.npy") as tmp, tmp.open("wb") as fh:
                 np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
-            os.replace(tmp, directory / f"{name}.npy")
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:

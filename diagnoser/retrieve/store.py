@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -27,6 +26,7 @@ from typing import IO, Any
 
 from filelock import FileLock, Timeout
 
+from diagnoser import atomic
 from diagnoser.retrieve.cache import CacheError, SearchCache
 from diagnoser.retrieve.dedup import ImportReport, merge, plan_import
 from diagnoser.retrieve.embed import HashingEmbedder, chroma_function, make_embedder
@@ -161,9 +161,7 @@ class IncidentStore:
 
     @staticmethod
     def _write_meta(path: Path, meta: dict[str, Any]) -> None:
-        tmp = path / ".store.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(tmp, path / "store.json")
+        atomic.write_text(path / "store.json", json.dumps(meta, indent=1))
 
     def _connect(self, create: bool = False) -> None:
         self._disconnect()

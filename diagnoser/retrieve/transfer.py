@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
+from diagnoser import atomic
 from diagnoser.retrieve.incident import Incident
 from diagnoser.retrieve.lines import read_lines
 
@@ -20,9 +20,7 @@ def write_export(incidents: Iterable[Incident], out: Path | IO[str]) -> int:
     A file is written whole or not at all (a temporary file renamed over it)."""
     lines = [inc.model_dump_json(by_alias=True) + "\n" for inc in sorted(incidents, key=lambda i: i.id)]
     if isinstance(out, Path):
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text("".join(lines), encoding="utf-8")
-        os.replace(tmp, out)
+        atomic.write_text(out, "".join(lines))
     else:
         out.writelines(lines)
     return len(lines)

@@ -13,13 +13,14 @@ import json
 import logging
 import os
 import re
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 import psutil
+
+from diagnoser import atomic
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +76,10 @@ class JobLedger:
         data["finished"] = _iso(data["finished"])
         if data["status"] == "pending":
             data["owner"] = self.me
-        tmp: str | None = None
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".job-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, target)
+        try:  # 0600: verdicts quote log lines
+            atomic.write_text(target, json.dumps(data), mode=0o600)
         except OSError as exc:  # disk full, read-only: the job stays in memory
             log.warning("job %s not saved to %s: %s", record["id"], self.dir, exc)
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     def read(self, job_id: str) -> dict[str, Any] | None:
         """The record (datetimes parsed), or None when it is missing or unusable."""

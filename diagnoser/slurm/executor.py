@@ -31,6 +31,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from diagnoser import atomic
 from diagnoser.act.executors import AttemptSpec, Executor, Handle, Placement
 from diagnoser.slurm.collect import MANIFEST, CollectOptions, collect_job
 from diagnoser.slurm.commands import SlurmCLI, SlurmError
@@ -82,9 +83,7 @@ class SlurmExecutor(Executor):
 
     def _save(self, handle: SlurmHandle) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self._state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(handle.record()))
-        os.replace(tmp, self._state_file)
+        atomic.write_text(self._state_file, json.dumps(handle.record()), durable=True)
 
     @property
     def job_id(self) -> str | None:
