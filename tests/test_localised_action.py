@@ -1,17 +1,7 @@
 """A connection or device error localised to one node is that node's; the same error with no node to blame is
 configuration or fabric, for a person (runbooks' `localised_action`)."""
 
-from pathlib import Path
-
-from diagnoser.triage import triage
-
-
-def _triage(tmp_path: Path, files: dict[str, str]):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return triage([str(tmp_path)], workers=1)
+from triage_support import triage_files as _triage
 
 
 def test_a_refused_peer_that_several_nodes_name_is_excluded(tmp_path):

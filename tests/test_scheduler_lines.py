@@ -1,17 +1,7 @@
 """Scheduler and orchestrator lines: the node they name as failed is the culprit; a kubelet eviction that names
 a container over its request is the job's spec."""
 
-from pathlib import Path
-
-from diagnoser.triage import triage
-
-
-def _triage(tmp_path: Path, files: dict[str, str]):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return triage([str(tmp_path)], workers=1)
+from triage_support import triage_files as _triage
 
 
 def test_scheduler_lines_that_name_the_failed_node_name_it(tmp_path):
