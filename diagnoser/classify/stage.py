@@ -42,7 +42,11 @@ def _noted(d: Diagnosis, *notes: str) -> Diagnosis:
 def runbook_texts(books: Iterable[Runbook]) -> dict[str, str]:
     """`{runbook path: text}` for the prompt, from loaded runbooks (e.g. the rule's and competitors')."""
     return {b.path or b.id: f"id: {b.id}\ncategory: {b.category.value}\nsubtype: {b.subtype}\n"
-                            f"action: {b.action.value}\n---\n{b.body}" for b in books}
+                            f"action: {b.action.value}\n{_localised(b)}---\n{b.body}" for b in books}
+
+
+def _localised(b: Runbook) -> str:
+    return f"action when the evidence names the node: {b.localised_action.value}\n" if b.localised_action else ""
 
 
 def _runbook_of(texts: dict[str, str]) -> dict[str, str]:
