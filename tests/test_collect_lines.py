@@ -55,6 +55,27 @@ def test_rank_prefixes(line, rank, local, rest):
     assert (p.rank, p.local_rank, p.rest) == (rank, local, rest)
 
 
+def test_a_ray_prefix_names_the_node_by_address():
+    """The driver's log gathers every node's worker and raylet lines; the prefix says which node a line came from."""
+    assert split_prefix("(RayTrainWorker pid=4242, ip=10.1.2.3) torch.OutOfMemoryError: x").node == "10.1.2.3"
+    p = split_prefix("(raylet, ip=172.19.24.110) [2025-03-04 05:06:07,123 E 88 88] node_manager.cc:3040: x")
+    assert (p.node, p.rest) == ("172.19.24.110", "[2025-03-04 05:06:07,123 E 88 88] node_manager.cc:3040: x")
+    assert split_prefix("(pid=771) Traceback (most recent call last):").node is None
+
+
+def test_a_failure_a_ray_worker_printed_is_localised_to_its_node(tmp_path):
+    """The driver's log holds every worker's lines: busy GPUs reported by the worker on 10.0.0.7 are that node's."""
+    from diagnoser.triage import triage
+
+    (tmp_path / "driver.log").write_text(
+        "(RayTrainWorker pid=5137, ip=10.0.0.3) loss: 2.019226  [ 6400/30000]\n"
+        "(RayTrainWorker pid=5172, ip=10.0.0.7) RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+        "unavailable\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert (d.subtype, d.culprit.nodes, d.action.value) == ("gpu_busy_unavailable", ["10.0.0.7"],
+                                                             "restart_excluding_nodes")
+
+
 def test_collector_stamp_is_dropped_only_for_matching():
     from diagnoser.collect.prefixes import without_stamp
 

@@ -4,7 +4,9 @@
 - torchrun `--role`: `[default3]:` (role name + LOCAL rank)
 - `srun --label`: `3: ` (global task id, right-aligned)
 - some wrappers: `[stderr]` / `[stdout]` (no rank)
-- Ray workers and actors (ray/_private/ray_logging.py): `(RayTrainWorker pid=4242, ip=10.1.2.3) `
+- Ray workers and actors (ray/_private/ray_logging.py): `(RayTrainWorker pid=4242, ip=10.1.2.3) `, and the raylet's
+  lines forwarded to the driver, `(raylet, ip=10.1.2.3) ` (the node, by address: the driver's log gathers every
+  node's lines)
 - SkyPilot job logs: `(head, rank=0, pid=4773) `, `(worker1, rank=1, pid=812) ` (rank)
 - `docker compose logs`: `trainer-1  | ` (v2) and `trainer_1  | ` (v1)
 
@@ -22,7 +24,7 @@ _TORCH_RANK = re.compile(r"^\[rank(\d{1,6})\]:\s?")
 _TORCH_ROLE = re.compile(r"^\[(?:default|worker|trainer)(\d{1,4})\]:\s?")
 _SRUN_LABEL = re.compile(r"^ {0,6}(\d{1,6}): ")
 _STREAM = re.compile(r"^\[std(?:err|out)\]\s?")
-_RAY = re.compile(r"^\((?:[\w.<>:-]+ )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\) ?")
+_RAY = re.compile(r"^\((?:(?:[\w.<>:-]+ )?pid=\d+|raylet)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\) ?")
 _SKYPILOT = re.compile(r"^\((?:head|worker\d+), rank=(\d{1,6}), pid=\d+\) ?")
 _COMPOSE = re.compile(r"^[\w.-]+[-_]\d+ +\| ")
 _COLLECTOR_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
@@ -33,6 +35,7 @@ class Prefix:
     rank: int | None
     local_rank: int | None
     rest: str  # the line without its prefix
+    node: str | None = None  # the node the prefix names (Ray's `ip=`)
 
 
 def split_prefix(line: str) -> Prefix:
@@ -52,7 +55,7 @@ def split_prefix(line: str) -> Prefix:
             return Prefix(int(m.group(1)), None, line[m.end():])
         m = _RAY.match(line)
         if m:
-            return Prefix(None, None, line[m.end():])
+            return Prefix(None, None, line[m.end():], m.group("ip"))
     m = _STREAM.match(line) or _COMPOSE.match(line)
     if m:
         return Prefix(None, None, line[m.end():])

@@ -200,6 +200,8 @@ class _RecordBuilder:
             rank = prefix.rank
         if prefix.local_rank is not None:
             local_rank = prefix.local_rank
+        if prefix.node:  # the line came from that node, whichever file gathered it
+            node = prefix.node
         nline = nccl.parse_line(rest)
         if nline:
             node, kind = nline.host, "nccl" if kind == "log" else kind
