@@ -18,6 +18,15 @@ def test_scheduler_lines_that_name_the_failed_node_name_it(tmp_path):
         "10.128.0.103 has been marked dead because the detector has missed too many heartbeats from it. This can "
         "happen when a raylet crashes unexpectedly or has lagging heartbeats.\n")})
     assert (d.subtype, d.culprit.nodes) == ("scheduler_node_failure", ["10.128.0.103"])
+    d = _triage(tmp_path / "owner", {"driver.log": (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. The actor is dead "
+        "because its owner has died. Owner Id: 01000000ffffffff Owner Ip address: 172.21.160.9 Owner worker exit "
+        "type: SYSTEM_ERROR Worker exit detail: Owner's node has crashed.\n")})
+    assert (d.subtype, d.culprit.nodes) == ("scheduler_node_failure", ["172.21.160.9"])
+    d = _triage(tmp_path / "gres", {"slurmctld.log": (
+        "May 23 12:49:52 mgmt1 slurmctld[80708]: slurmctld: error: Setting node nodegpu1 state to INVAL with "
+        "reason:gres/gpu count reported lower than configured (3 < 4)\n")})
+    assert (d.subtype, d.culprit.nodes) == ("gpu_missing_on_node", ["nodegpu1"])
 
 
 def test_an_eviction_that_names_a_container_over_its_request_is_the_jobs_spec(tmp_path):
