@@ -10,6 +10,12 @@ Reported per row: p50 / p95 latency, requests per second, and the peak PSS of th
 (the server with its workers; the CLI processes with theirs), and the ratios service / CLI.
 
     python bench/serve_bench.py [--big 1G] [--small 8M] [--workers 2] [--json]
+    python bench/serve_bench.py --ledger-cost [--small 8M] [--clients 1,8]
+
+`--ledger-cost` measures what the job ledger (one JSON record per triage in `--jobs-dir`, written when the
+job is accepted and again when it ends) costs a synchronous triage: the small job through two servers side
+by side, one with the ledger and one whose jobs directory cannot be created (memory only), requests
+alternating between them so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -139,6 +145,46 @@ def cli_row(env: dict[str, str], path: Path, category: str, clients: int, reques
     return row(lat, wall, mem.peak)
 
 
+def ledger_cost(args: argparse.Namespace, env: dict[str, str], clients: list[int]) -> None:
+    path = job(args.dir / "small", human(args.small), 2)
+    category = json.loads((path / "expected.json").read_text())["category"]
+    blocker = args.dir / "no-ledger"  # a file where the jobs directory should be: the ledger turns itself off
+    blocker.write_text("")
+    servers = {"ledger": Server("--root", str(args.dir), "--workers", str(args.workers), "--queue", "64",
+                                env={**env, "DIAGNOSER_SERVE__TOKEN": TOKEN}),
+               "memory only": Server("--root", str(args.dir), "--workers", str(args.workers), "--queue", "64",
+                                     env={**env, "DIAGNOSER_SERVE__TOKEN": TOKEN,
+                                          "DIAGNOSER_SERVE__JOBS_DIR": str(blocker / "jobs")})}
+    rows = []
+    try:
+        calls = {k: service_call(srv.client(TOKEN, timeout=600), "path", path, None, category)
+                 for k, srv in servers.items()}
+        for one in calls.values():
+            one()  # warm
+        for c in clients:
+            n = max(6 * c, 48)
+            lat: dict[str, list[float]] = {k: [] for k in calls}
+            wall = dict.fromkeys(calls, 0.0)
+            for _ in range(4):  # alternate in rounds: drift in machine load hits both
+                for k, one in calls.items():
+                    part, w = drive(c, n // 4, one)
+                    lat[k] += part
+                    wall[k] += w
+            for k in calls:
+                rows.append({"ledger": k, "clients": c, **row(lat[k], wall[k], 0)})
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    base = {r["clients"]: r for r in rows if r["ledger"] == "memory only"}
+    print(f"small job ({args.small}) via POST /v1/triage, --workers {args.workers}, {os.cpu_count()} CPUs\n")
+    print("| jobs | clients | requests | p50 s | p95 s | req/s | p50 / memory only | req/s / memory only |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        b = base[r["clients"]]
+        print(f"| {r['ledger']} | {r['clients']} | {r['n']} | {r['p50_s']} | {r['p95_s']} | {r['rps']} | "
+              f"{r['p50_s'] / b['p50_s']:.2f} | {r['rps'] / b['rps']:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/diagnoser-serve-bench"))
@@ -147,8 +193,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="the service's triage processes")
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ledger-cost", action="store_true", help="the job ledger's cost per triage (see above)")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
+    if args.ledger_cost:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        ledger_cost(args, {**os.environ, "PYTHONPATH": str(ROOT), "DIAGNOSER_STORE": str(args.dir / "store"),
+                           "DIAGNOSER_LLM_BASE_URL": ""}, clients)
+        return
     small, big = f"small {args.small}", f"big {args.big}"  # the rows' labels
     jobs = {small: job(args.dir / "small", human(args.small), 2), big: job(args.dir / "big", human(args.big), 16)}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DIAGNOSER_STORE": str(args.dir / "store"),
