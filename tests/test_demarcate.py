@@ -183,10 +183,10 @@ def test_oom_killer_pid_is_mapped_to_its_rank_through_nccl_prefixes():
     assert (c.nodes, c.ranks) == (["gpu-002"], [9])
 
 
-def test_both_ends_of_a_connection_reporting_it_without_naming_a_peer_blame_neither():
-    """Old NCCL prints no peer in "Got completion with error 12": when processes on two nodes report it, each
-    is one end of the broken connection and neither is localised. One failing node alone is still named."""
+def test_a_connection_error_that_names_no_peer_blames_neither_end():
+    """Old NCCL prints no peer in "Got completion with error 12": whether one end or both report it, the
+    reporting end is no more to blame than the other (a wrong GID index or MTU breaks both)."""
     both = [m("ib", 76, T, node=node, rank=rank) for node, rank in (("gpu5", 4), ("gpu4", 0))]
     assert locate(both, Topology(), connection=True).nodes == []
+    assert locate(both[:1], Topology(), connection=True).nodes == []
     assert locate(both, Topology()).nodes == ["gpu5", "gpu4"]  # not a connection error: two failing nodes
-    assert locate(both[:1], Topology(), connection=True).nodes == ["gpu5"]

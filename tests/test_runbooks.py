@@ -145,6 +145,13 @@ def test_a_docker_container_hostname_is_not_a_culprit_node(tmp_path):
     d = triage([str(tmp_path)], workers=1)
     assert d.category.value in ("hardware", "infra")
     assert d.culprit.nodes == []
+    # a UUID hostname (a platform's container) is no machine either; the verdict still says where it ran
+    (tmp_path / "stderr.log").write_text(
+        "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786:76786 [0] NCCL INFO cudaDriverVersion 12040\n"
+        "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786:77145 [3] init.cc:1626 NCCL WARN Cuda failure 999 "
+        "'unknown error'\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.culprit.nodes == [] and "72bf7b08" in d.root_cause
 
 
 def test_a_bus_error_names_no_node(tmp_path):

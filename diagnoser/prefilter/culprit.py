@@ -75,9 +75,10 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             ranks = [top_rank]
             node = topo.node_of_rank(top_rank)
             nodes = [node] if node else nodes
-    if connection and not peers and not named and len(nodes) > 1:
-        # both ends of a broken connection report it and neither names the other (old NCCL prints no peer
-        # in its IB completion errors): either end may be broken, so no node is named
+    if connection and not peers and not named:
+        # a connection broke and no report names the other end (old NCCL prints no peer in its IB completion
+        # errors): the reporting end is no more to blame than the silent one, so no node is named (when both
+        # ends report it, naming both would be the whole link)
         nodes = []
     if peers:
         # reporters name the broken peer; the most named peer is the culprit, mapped to its node. A peer

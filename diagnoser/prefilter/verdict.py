@@ -31,9 +31,10 @@ from diagnoser.prefilter.matching import Topology
 from diagnoser.prefilter.runbooks import Runbook
 
 MAX_EVIDENCE = 8
-# Docker names a container's host after the first 12 hex digits of its id: a container, not a machine
-# the scheduler can drain or exclude (where the job ran is still said in the root cause)
-CONTAINER_HOSTNAME = re.compile(r"[0-9a-f]{12}")
+# Docker names a container's host after the first 12 hex digits of its id, and some platforms give a
+# container a UUID as its hostname: a container, not a machine the scheduler can drain or exclude (where
+# the job ran is still said in the root cause)
+CONTAINER_HOSTNAME = re.compile(r"[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 CLOSE_PRIORITY = 5  # a competitor this close in priority lowers confidence
 
 
