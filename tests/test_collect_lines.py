@@ -65,13 +65,12 @@ def test_a_ray_prefix_names_the_node_by_address():
 
 def test_a_failure_a_ray_worker_printed_is_localised_to_its_node(tmp_path):
     """The driver's log holds every worker's lines: busy GPUs reported by the worker on 10.0.0.7 are that node's."""
-    from diagnoser.triage import triage
+    from triage_support import triage_files
 
-    (tmp_path / "driver.log").write_text(
+    d = triage_files(tmp_path, {"driver.log": (
         "(RayTrainWorker pid=5137, ip=10.0.0.3) loss: 2.019226  [ 6400/30000]\n"
         "(RayTrainWorker pid=5172, ip=10.0.0.7) RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
-        "unavailable\n")
-    d = triage([str(tmp_path)], workers=1)
+        "unavailable\n")})
     assert (d.subtype, d.culprit.nodes, d.action.value) == ("gpu_busy_unavailable", ["10.0.0.7"],
                                                              "restart_excluding_nodes")
 
