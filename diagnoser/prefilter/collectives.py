@@ -164,7 +164,16 @@ _DEAD_PEER = re.compile(r"peer|remote")  # collateral classes that say a peer di
 FIRST_COLLECTIVE = 1  # PyTorch numbers a process group's collectives from 1 (`WorkNCCL(SeqNum=1, ...)`)
 
 
-def first_collective_never_completed(collateral: Sequence[Collateral]) -> Finding | None:
+def waiting_without_a_dead_peer(collateral: Sequence[Collateral]) -> tuple[_Facts, list[CollateralHit]] | None:
+    """The timeouts of ranks that waited for another, when no collateral line says a peer died; else None."""
+    if any(_DEAD_PEER.search(m.runbook_id) for m in collateral):
+        return None
+    facts = _Facts(collateral)
+    waiting = [h for h in facts.hits if h.runbook_id in WAITING]
+    return (facts, waiting) if waiting else None
+
+
+def first_collective_never_completed(timeouts: tuple[_Facts, list[CollateralHit]] | None) -> Finding | None:
     """Every rank timed out in its process group's first collective and nothing says a peer died.
 
     PyTorch creates the NCCL communicator at a group's first collective, and NCCL connects its transports
@@ -174,11 +183,11 @@ def first_collective_never_completed(collateral: Sequence[Collateral]) -> Findin
     ACS, networking; its active diagnostics exist because such paths "would otherwise surface only later,
     as hangs"). A rank busy before its first collective (rank 0 preprocessing the dataset) looks the same,
     so the verdict is weak and says so. In the corpus, 7 of the 9 cases with only SeqNum=1 timeouts were
-    not the job's code."""
-    facts = _Facts(collateral)
-    waiting = [h for h in facts.hits if h.runbook_id in WAITING]
-    if (not waiting or any(h.work is None or h.work[0] > FIRST_COLLECTIVE for h in waiting)
-            or any(_DEAD_PEER.search(m.runbook_id) for m in collateral)):
+    not the job's code. `timeouts`: `waiting_without_a_dead_peer`."""
+    if timeouts is None:
+        return None
+    facts, waiting = timeouts
+    if any(h.work is None or h.work[0] > FIRST_COLLECTIVE for h in waiting):
         return None
     ops = sorted({h.work[1] for h in waiting if h.work})
     return Finding("first_collective_never_completed", Category.INFRA, Action.ESCALATE, 0.45,
@@ -190,18 +199,18 @@ def first_collective_never_completed(collateral: Sequence[Collateral]) -> Findin
                    [], [], facts.shown(waiting, 3))
 
 
-def waited_on_a_busy_rank(collateral: Sequence[Collateral]) -> Finding | None:
+def waited_on_a_busy_rank(timeouts: tuple[_Facts, list[CollateralHit]] | None) -> Finding | None:
     """Ranks timed out in a collective and nothing says a peer died or a part failed.
 
     A dead GPU, node or link leaves traces (Xid, ECC, "connection closed by peer", an IB completion
     error) that would have fired a root signature or a dead-peer collateral one. Without any, the
     usual cause is in the job: one rank busy outside the collective (rank 0 evaluating, saving or
     preprocessing while the others wait) or ranks that diverged. Weak on purpose: a low-confidence
-    user-code verdict is restarted by `diagnoser run`, and retrieval or an LLM may overrule it."""
-    facts = _Facts(collateral)
-    waiting = [h for h in facts.hits if h.runbook_id in WAITING]
-    if not waiting or any(_DEAD_PEER.search(m.runbook_id) for m in collateral):
+    user-code verdict is restarted by `diagnoser run`, and retrieval or an LLM may overrule it.
+    `timeouts`: `waiting_without_a_dead_peer`."""
+    if timeouts is None:
         return None
+    facts, waiting = timeouts
     ranks = sorted({r for h in waiting if (r := h.reporting_rank) is not None})
     who = f" on rank(s) {', '.join(map(str, ranks[:8]))}{' ...' if len(ranks) > 8 else ''}" if ranks else ""
     return Finding("collective_timeout_busy_rank", Category.USER_CODE, Action.STOP_AND_NOTIFY, 0.5,
@@ -214,8 +223,9 @@ def waited_on_a_busy_rank(collateral: Sequence[Collateral]) -> Finding | None:
 def analyse(timeouts: Sequence[Collateral], tails: dict[int, RankTail], nranks: int | None,
             stacks: Finding | None = None) -> Finding | None:
     """The strongest explanation of a collateral-only failure, or None."""
+    waiting = waiting_without_a_dead_peer(timeouts)
     for finding in (desync(timeouts), stacks, silent_ranks(timeouts, tails, nranks), stalled_progress(tails),
-                    first_collective_never_completed(timeouts), waited_on_a_busy_rank(timeouts)):
+                    first_collective_never_completed(waiting), waited_on_a_busy_rank(waiting)):
         if finding is not None:
             return finding
     return None
