@@ -71,6 +71,11 @@ class Runbook(BaseModel):
     overrides: str | None = None  # the shipped runbook file a site runbook of the same id replaces
 
     @property
+    def names_peer(self) -> bool:
+        """A connection between processes: some signature captures the other end (`peer`)."""
+        return any("(?P<peer>" in sig for sig in self.signatures)
+
+    @property
     def culprit_scope(self) -> str:
         if self.scope:
             return self.scope
