@@ -24,9 +24,10 @@ from diagnoser.act.executors import AttemptSpec, LocalExecutor  # noqa: E402
 from diagnoser.models import Action, Category  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-# waits while a flag file exists, printing progress; then exits 0
+# waits while a flag file exists, printing progress; then exits 0. Its pid file appears whole
+# (written aside, then renamed): a test never reads it half-written
 JOB = ("import os,sys,time\n"
-       "open(sys.argv[2], 'w').write(str(os.getpid()))\n"
+       "open(sys.argv[2] + '.tmp', 'w').write(str(os.getpid())); os.replace(sys.argv[2] + '.tmp', sys.argv[2])\n"
        "i = 0\n"
        "while os.path.exists(sys.argv[1]):\n"
        "    i += 1; print(f'step {i} loss 1.0', flush=True); time.sleep(0.2)\n")
@@ -69,10 +70,19 @@ def _end_jobs(tmp_path: Path):
             pass
 
 
-def _job(tmp_path: Path) -> tuple[Path, Path, tuple[str, ...]]:
+# the same job, which first reserves 1 MiB for its log (fallocate, KEEP_SIZE): when the test fills
+# the disk, the controller's own write fails first, the case under test, not the job's next print
+JOB_RESERVING_ITS_LOG = ("import ctypes,os\n"
+                         "libc = ctypes.CDLL(None, use_errno=True)\n"
+                         "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]\n"
+                         "if libc.fallocate(1, 1, 0, 1 << 20) != 0:\n"
+                         "    raise OSError(ctypes.get_errno(), 'fallocate')\n" + JOB)
+
+
+def _job(tmp_path: Path, script: str = JOB) -> tuple[Path, Path, tuple[str, ...]]:
     flag, pidfile = tmp_path / "keep-going", tmp_path / "job.pid"
     flag.touch()
-    return flag, pidfile, (sys.executable, "-c", JOB, str(flag), str(pidfile))
+    return flag, pidfile, (sys.executable, "-c", script, str(flag), str(pidfile))
 
 
 def _start_and_kill_controller(tmp_path: Path) -> tuple[Path, Path, int, tuple[str, ...]]:
@@ -143,11 +153,13 @@ def test_an_audit_path_that_is_a_directory_is_one_line_and_starts_nothing(tmp_pa
 def test_a_full_disk_stops_the_job_cleanly_with_one_line(tmp_path: Path) -> None:
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=False,
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=False,
                       capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        flag, pidfile, job = _job(tmp_path)  # the job's own files live outside the small disk
+        # the job's flag and pid files live outside the small disk; its log, in the run directory, has
+        # its room reserved, so the job never dies of the full disk before the controller notices
+        flag, pidfile, job = _job(tmp_path, JOB_RESERVING_ITS_LOG)
         proc = _run(mnt / "run", *job)
         assert _wait(lambda: pidfile.exists() and (mnt / "run" / "attempt-001" / "launcher.json").exists())
         pid = int(pidfile.read_text())
