@@ -43,3 +43,30 @@ def test_an_unreachable_rendezvous_store_goes_to_a_person(tmp_path):
         "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
         "(172.17.0.2, 29500).\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "rendezvous_failure", "escalate")
+
+
+def test_cuda_802_goes_to_a_person_and_a_node_whose_fabric_manager_failed_is_drained(tmp_path):
+    """Error 802 means the Fabric Manager is not running or does not match the driver: node software an
+    operator fixes, usually on every node of an image at once. The node whose own journal shows the failed
+    service is drained meanwhile."""
+    d = _triage(tmp_path / "a", {"rank0.log": (
+        "[rank0]: RuntimeError: CUDA error: system not yet initialized\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+        "might be incorrect.\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "fabric_manager_not_ready", "escalate")
+    assert d.culprit.nodes == []
+    d = _triage(tmp_path / "b", {
+        "hgx-b200-14/journal.log": (
+            "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Control process exited, "
+            "code=exited, status=1/FAILURE\n"
+            "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.\n"),
+        "hgx-b200-14/rank0.log": "[rank0]: RuntimeError: CUDA error: system not yet initialized\n",
+        "hgx-b200-15/rank8.log": "step 1 loss 7.9\n"})
+    assert d.subtype == "fabric_manager_not_ready"
+    assert d.culprit.nodes == ["hgx-b200-14"] and d.action.value == "drain_and_restart"
+
+
+def test_an_nvls_setup_failure_on_a_node_with_cuda_running_drains_it(tmp_path):
+    d = _triage(tmp_path, {"rank2.log": (
+        "[rank2]:h100-c4:9910:9910 [2] transport/nvls.cc:233 NCCL WARN Cuda failure 1 'invalid argument'\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "nvswitch_fabric_manager", "drain_and_restart")
