@@ -70,3 +70,24 @@ def test_an_nvls_setup_failure_on_a_node_with_cuda_running_drains_it(tmp_path):
     d = _triage(tmp_path, {"rank2.log": (
         "[rank2]:h100-c4:9910:9910 [2] transport/nvls.cc:233 NCCL WARN Cuda failure 1 'invalid argument'\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "nvswitch_fabric_manager", "drain_and_restart")
+
+
+def test_a_driver_mismatch_goes_to_a_person_unless_the_evidence_names_the_node(tmp_path):
+    """After a driver upgrade without a reboot the kernel module and the libraries differ: an operator reboots or
+    reinstalls, often every node of the image; the node whose own kernel log shows it is drained meanwhile."""
+    d = _triage(tmp_path / "a", {"stderr.log": "Failed to initialize NVML: Driver/library version mismatch\n"})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "driver_mismatch", "escalate")
+    d = _triage(tmp_path / "b", {
+        "gpu-n-031/dmesg.log": ("[Thu Jan 30 08:14:02 2025] NVRM: API mismatch: the client has the version "
+                                "550.127.05, but\n[Thu Jan 30 08:14:02 2025] NVRM: this kernel module has the version "
+                                "550.90.07.  Please make sure that this kernel module and all NVIDIA driver\n"),
+        "gpu-n-031/rank0.log": "Failed to initialize NVML: Driver/library version mismatch\n",
+        "gpu-n-032/rank8.log": "step 4 loss 3.2\n"})
+    assert d.subtype == "driver_mismatch"
+    assert d.culprit.nodes == ["gpu-n-031"] and d.action.value == "drain_and_restart"
+
+
+def test_a_container_that_lost_its_gpus_to_a_daemon_reload_is_restarted(tmp_path):
+    """NVIDIA's notice (nvidia-container-toolkit#48): a new container gets its devices back."""
+    d = _triage(tmp_path, {"rank0.log": "Failed to initialize NVML: Unknown Error\n"})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "nvml_device_access_lost", "restart")
