@@ -135,7 +135,8 @@ def test_shared_memory_exhaustion_names_no_node(tmp_path):
 
 
 def test_a_docker_container_hostname_is_not_a_culprit_node(tmp_path):
-    """A container's default hostname is its id: nothing a scheduler can drain or exclude."""
+    """A container's default hostname is its id, a PC's is Windows' DESKTOP-XXXXXXX: nothing a scheduler can
+    drain or exclude."""
     from diagnoser.triage import triage
 
     (tmp_path / "stderr.log").write_text(
@@ -152,6 +153,12 @@ def test_a_docker_container_hostname_is_not_a_culprit_node(tmp_path):
         "'unknown error'\n")
     d = triage([str(tmp_path)], workers=1)
     assert d.culprit.nodes == [] and "72bf7b08" in d.root_cause
+    # nor is a Windows PC's default name, which WSL passes on to NCCL's prefix
+    (tmp_path / "stderr.log").write_text(
+        "DESKTOP-VMBL43V:1201:1201 [0] NCCL INFO cudaDriverVersion 12040\n"
+        "DESKTOP-VMBL43V:1201:1230 [0] init.cc:1626 NCCL WARN Cuda failure 999 'unknown error'\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert d.culprit.nodes == [] and "DESKTOP-VMBL43V" in d.root_cause
 
 
 def test_a_bus_error_names_no_node(tmp_path):

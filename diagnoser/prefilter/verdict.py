@@ -31,10 +31,12 @@ from diagnoser.prefilter.matching import Topology
 from diagnoser.prefilter.runbooks import Runbook
 
 MAX_EVIDENCE = 8
-# Docker names a container's host after the first 12 hex digits of its id, and some platforms give a
-# container a UUID as its hostname: a container, not a machine the scheduler can drain or exclude (where
-# the job ran is still said in the root cause)
-CONTAINER_HOSTNAME = re.compile(r"[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Hostnames that are no machine a scheduler can drain or exclude (where the job ran is still said in the
+# root cause): Docker names a container's host after the first 12 hex digits of its id, some platforms
+# give a container a UUID; Windows names a PC DESKTOP-/LAPTOP- and 7-8 random characters, which WSL
+# passes on: a personal machine, not a cluster node
+UNMANAGED_HOSTNAME = re.compile(r"[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                                r"|(?:DESKTOP|LAPTOP)-[0-9A-Z]{7,8}")
 CLOSE_PRIORITY = 5  # a competitor this close in priority lowers confidence
 
 
@@ -106,12 +108,12 @@ def scoped(culprit: Culprit, scope: str) -> Culprit:
     """Name only what the failure can be attributed to: nothing narrower than the job for a job-wide
     or external failure (preemption, DNS, a cancellation, NaN loss); the rank, never its node, for the
     job's own code (the node did nothing wrong, and a node named as culprit invites a node action); never a
-    container's default hostname. Rule and collective-analysis verdicts both pass here."""
+    container's or a personal computer's default hostname. Rule and collective-analysis verdicts both pass here."""
     if scope == "job":
         return Culprit()
     if scope == "rank":
         return culprit.model_copy(update={"nodes": []})
-    return culprit.model_copy(update={"nodes": [n for n in culprit.nodes if not CONTAINER_HOSTNAME.fullmatch(n)]})
+    return culprit.model_copy(update={"nodes": [n for n in culprit.nodes if not UNMANAGED_HOSTNAME.fullmatch(n)]})
 
 
 def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file_counts: Counter[str],
