@@ -1,6 +1,7 @@
 """A connection or device error localised to one node is that node's; the same error with no node to blame is
 configuration or fabric, for a person (runbooks' `localised_action`)."""
 
+import pytest
 from triage_support import triage_files as _triage
 
 
@@ -45,46 +46,42 @@ def test_an_unreachable_rendezvous_store_goes_to_a_person(tmp_path):
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "rendezvous_failure", "escalate")
 
 
-def test_cuda_802_goes_to_a_person_and_a_node_whose_fabric_manager_failed_is_drained(tmp_path):
-    """Error 802 means the Fabric Manager is not running or does not match the driver: node software an
-    operator fixes, usually on every node of an image at once. The node whose own journal shows the failed
-    service is drained meanwhile."""
-    d = _triage(tmp_path / "a", {"rank0.log": (
-        "[rank0]: RuntimeError: CUDA error: system not yet initialized\n"
-        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
-        "might be incorrect.\n")})
-    assert (d.category.value, d.subtype, d.action.value) == ("infra", "fabric_manager_not_ready", "escalate")
+# node software that does not work: alone, an operator's (often every node of an image after a rollout);
+# with the node's own journal or kernel log beside a healthy node, that node is drained meanwhile
+NODE_SOFTWARE_FAULTS = {
+    # error 802: the Fabric Manager is not running or does not match the driver
+    "fabric_manager_not_ready": (
+        "[rank0]: RuntimeError: CUDA error: system not yet initialized\n",
+        "hgx-b200-14", "journal.log",
+        "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Control process exited, "
+        "code=exited, status=1/FAILURE\n"
+        "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.\n"),
+    # a driver upgrade without a reboot: the kernel module and the libraries differ
+    "driver_mismatch": (
+        "Failed to initialize NVML: Driver/library version mismatch\n",
+        "gpu-n-031", "dmesg.log",
+        "[Thu Jan 30 08:14:02 2025] NVRM: API mismatch: the client has the version 550.127.05, but\n"
+        "[Thu Jan 30 08:14:02 2025] NVRM: this kernel module has the version 550.90.07.  Please make sure that "
+        "this kernel module and all NVIDIA driver\n"),
+}
+
+
+@pytest.mark.parametrize("subtype", sorted(NODE_SOFTWARE_FAULTS))
+def test_node_software_faults_go_to_a_person_unless_the_evidence_names_the_node(tmp_path, subtype):
+    job_line, node, node_log, node_text = NODE_SOFTWARE_FAULTS[subtype]
+    d = _triage(tmp_path / "a", {"rank0.log": job_line})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", subtype, "escalate")
     assert d.culprit.nodes == []
-    d = _triage(tmp_path / "b", {
-        "hgx-b200-14/journal.log": (
-            "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Control process exited, "
-            "code=exited, status=1/FAILURE\n"
-            "Mar 02 06:12:40 hgx-b200-14 systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.\n"),
-        "hgx-b200-14/rank0.log": "[rank0]: RuntimeError: CUDA error: system not yet initialized\n",
-        "hgx-b200-15/rank8.log": "step 1 loss 7.9\n"})
-    assert d.subtype == "fabric_manager_not_ready"
-    assert d.culprit.nodes == ["hgx-b200-14"] and d.action.value == "drain_and_restart"
+    d = _triage(tmp_path / "b", {f"{node}/{node_log}": node_text, f"{node}/rank0.log": job_line,
+                                 "healthy-node/rank8.log": "step 4 loss 3.2\n"})
+    assert d.subtype == subtype
+    assert d.culprit.nodes == [node] and d.action.value == "drain_and_restart"
 
 
 def test_an_nvls_setup_failure_on_a_node_with_cuda_running_drains_it(tmp_path):
     d = _triage(tmp_path, {"rank2.log": (
         "[rank2]:h100-c4:9910:9910 [2] transport/nvls.cc:233 NCCL WARN Cuda failure 1 'invalid argument'\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "nvswitch_fabric_manager", "drain_and_restart")
-
-
-def test_a_driver_mismatch_goes_to_a_person_unless_the_evidence_names_the_node(tmp_path):
-    """After a driver upgrade without a reboot the kernel module and the libraries differ: an operator reboots or
-    reinstalls, often every node of the image; the node whose own kernel log shows it is drained meanwhile."""
-    d = _triage(tmp_path / "a", {"stderr.log": "Failed to initialize NVML: Driver/library version mismatch\n"})
-    assert (d.category.value, d.subtype, d.action.value) == ("infra", "driver_mismatch", "escalate")
-    d = _triage(tmp_path / "b", {
-        "gpu-n-031/dmesg.log": ("[Thu Jan 30 08:14:02 2025] NVRM: API mismatch: the client has the version "
-                                "550.127.05, but\n[Thu Jan 30 08:14:02 2025] NVRM: this kernel module has the version "
-                                "550.90.07.  Please make sure that this kernel module and all NVIDIA driver\n"),
-        "gpu-n-031/rank0.log": "Failed to initialize NVML: Driver/library version mismatch\n",
-        "gpu-n-032/rank8.log": "step 4 loss 3.2\n"})
-    assert d.subtype == "driver_mismatch"
-    assert d.culprit.nodes == ["gpu-n-031"] and d.action.value == "drain_and_restart"
 
 
 def test_a_container_that_lost_its_gpus_to_a_daemon_reload_is_restarted(tmp_path):
