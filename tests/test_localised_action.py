@@ -88,3 +88,13 @@ def test_a_container_that_lost_its_gpus_to_a_daemon_reload_is_restarted(tmp_path
     """NVIDIA's notice (nvidia-container-toolkit#48): a new container gets its devices back."""
     d = _triage(tmp_path, {"rank0.log": "Failed to initialize NVML: Unknown Error\n"})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "nvml_device_access_lost", "restart")
+
+
+def test_a_gpu_that_fell_off_the_bus_without_an_xid_is_named_from_the_messages_first_line(tmp_path):
+    d = _triage(tmp_path, {
+        "gpu-07/dmesg.log": ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+                             "                  NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+                             "                  NVRM: fallen off the bus and is not responding to commands.\n"),
+        "gpu-08/rank8.log": "step 10 loss 2.0\n"})
+    assert d.category.value == "hardware" and d.action.value == "drain_and_restart"
+    assert d.culprit.nodes == ["gpu-07"] and d.culprit.gpus == ["0000:b3:00"]

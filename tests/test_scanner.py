@@ -153,3 +153,19 @@ def test_line_start_anchors_hold_behind_launcher_prefixes(prefix):
     events = scan(data, matcher=build_matcher(table.patterns)).events
     matches, _, _ = confirm(events, table, books)
     assert [m.record.line for m in matches] == [2, 3]
+
+
+def test_a_multi_line_nvrm_message_keeps_the_line_that_names_its_gpu():
+    """The kernel prints "GPU has fallen off the bus" without an Xid as three NVRM lines, the GPU only on the
+    first (dmesg indents the continuations without a timestamp); an unrelated NVRM line before it is no head."""
+    matcher = build_matcher([r"NVRM: fallen off the bus"])
+    data = (b"[ 1843.300001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07\n"
+            b"[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+            b"                  NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+            b"                  NVRM: fallen off the bus and is not responding to commands.\n")
+    (event,) = scan(data, path="gpu-07/dmesg.log", matcher=matcher).events
+    assert event.record.line == 4 and event.record.kind == "dmesg"
+    assert "0000:b3:00.0" in event.record.context[0] and len(event.record.context) == 2
+    lone = b"[ 1843.300001] NVRM: loading the module\n[ 1843.308145] NVRM: fallen off the bus, GPU unknown\n"
+    (event,) = scan(lone, path="gpu-07/dmesg.log", matcher=matcher).events
+    assert event.record.context == ()

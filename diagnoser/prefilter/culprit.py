@@ -55,6 +55,8 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         gpu = gpu_id(f["gpu"]) if f.get("gpu") else None
         if gpu is None and hardware and (addr := GPU_ADDRESS.search(rec.text)):
             gpu = gpu_id(addr["bdf"])
+        if gpu is None and hardware and rec.kind == "dmesg":  # a multi-line NVRM message names it on its head
+            gpu = next((gpu_id(a["bdf"]) for c in rec.context if (a := GPU_ADDRESS.search(c))), None)
         if rank is None and gpu and ":" in gpu:
             rank = topo.rank_of_gpu(node, gpu)
         if rank is None and f.get("pid", "").isdigit():
