@@ -35,11 +35,6 @@ DEFAULT_PROGRESS = (r"(?i)(?:\b(?:global[_ ]step|step|iter(?:ation)?|it)\b\s*[:=
                     r"|(?P<step2>\d+)/\d+ \[\d)")
 
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
-# NVRM prints some messages as several kernel lines and names the GPU only on the first ("NVRM: The NVIDIA
-# GPU 0000:b3:00.0" / "NVRM: (PCI ID: 10de:26b5) installed in this system has" / "NVRM: fallen off the bus
-# and is not responding to commands."): a hit on a later line keeps the head as its context
-_NVRM_HEAD = re.compile(r"\bNVRM: The NVIDIA GPU [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
-NVRM_MESSAGE_LINES = 4  # the longest such message, head included
 _TRACEBACK_BODY = re.compile(r"^(?:\s|Traceback \(most recent call last\)|During handling|The above exception"
                              r"|\^|~|\s*$)")
 
@@ -236,8 +231,8 @@ class _RecordBuilder:
                 time = parse_time(fields.time.replace("_", " "), self.year)
         else:
             first_line, context = self._traceback(data, start, line_no, text, prefix)
-        if not context and kind == "dmesg":
-            context = _nvrm_message_head(data, start, rest)
+        if not context and kind == "dmesg":  # a multi-line NVRM message names its GPU on its first line
+            context = kernel.nvrm_message_head(rest, _back_lines(data, start, kernel.NVRM_MESSAGE_LINES - 1))
         not_after = None
         if time is None and kind != "scheduler_record":
             # no time of its own: the nearest timed lines before and after bound it
@@ -269,21 +264,6 @@ class _RecordBuilder:
                 return None, ()
             frames.append(line)
         return None, ()
-
-
-def _nvrm_message_head(data: bytes, start: int, rest: str) -> tuple[str, ...]:
-    """The earlier lines of the multi-line NVRM message this line continues, head first (nothing when the
-    line is not such a continuation: it names its own GPU, or no NVRM head is within the message's reach)."""
-    if "NVRM:" not in rest or _NVRM_HEAD.search(rest):
-        return ()
-    earlier: list[str] = []
-    for line in _back_lines(data, start, NVRM_MESSAGE_LINES - 1):
-        if "NVRM:" not in line:
-            return ()
-        earlier.append(line)
-        if _NVRM_HEAD.search(line):
-            return tuple(reversed(earlier))
-    return ()
 
 
 def raising_frame(record: LogRecord) -> tuple[int, str] | None:
