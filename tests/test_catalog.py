@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnoser.models import Category
+from diagnoser.models import Action, Category
 from diagnoser.prefilter.catalog import CATALOG_DIR, load_catalog_rules, parse_catalog
 from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
 
@@ -123,6 +123,56 @@ def test_a_changed_table_is_read_again_not_served_from_the_cache(tmp_path: Path,
     table.write_text(body.format(title="second version", pattern="beta failed"))
     [rule] = load_catalog_rules(books, tables)
     assert rule.title == "second version" and rule.compiled[0].search("beta failed")
+
+
+def _table_naming(tables: Path, runbook: str, own: str = "") -> None:
+    tables.mkdir(exist_ok=True)
+    (tables / "t.yaml").write_text(
+        "id: t\ntitle: t\nsource: 'a vendor document, https://example.org/doc'\nkind: phrases\n"
+        "defaults: {category: user_code, action: stop_and_notify, priority: 40, confidence: 0.6}\n"
+        f"entries:\n  - {{title: driver gone, subtype: s, runbook: {runbook}, patterns: ['driver gone'],"
+        f" examples: ['driver gone']{own}}}\n")
+
+
+def test_an_entry_naming_a_runbook_takes_its_decision_unless_it_says_its_own(tmp_path: Path, monkeypatch):
+    """The decision lives once, in the runbook: an entry that names it and says nothing itself gets the
+    runbook's category, action and localised action, not its table's defaults."""
+    monkeypatch.setenv("DIAGNOSER_CACHE", str(tmp_path / "cache"))
+    books = load_runbooks(catalogs=False)
+    mismatch = next(b for b in books if b.id == "driver-mismatch")
+    assert mismatch.localised_action is not None  # escalates; drains a node the evidence names
+    tables = tmp_path / "catalog"
+    _table_naming(tables, "driver-mismatch")
+    [rule] = load_catalog_rules(books, tables)
+    assert (rule.category, rule.action, rule.localised_action) == (
+        mismatch.category, mismatch.action, mismatch.localised_action)
+    assert rule.path == mismatch.path  # and its on-call text
+    # an entry's own action wins, and the runbook's localisation of another action does not come with it
+    _table_naming(tables, "driver-mismatch", own=", action: restart")
+    [rule] = load_catalog_rules(books, tables)
+    assert (rule.category, rule.action, rule.localised_action) == (mismatch.category, Action.RESTART, None)
+
+
+def test_a_site_runbook_that_changes_the_action_changes_the_entries_naming_it(tmp_path: Path, monkeypatch):
+    """A site that decides driver faults differently writes one runbook; every catalog entry that points at it
+    follows (and the parsed-rules cache is not served stale)."""
+    monkeypatch.setenv("DIAGNOSER_CACHE", str(tmp_path / "cache"))
+    shipped = [r for r in RULES if r.catalog and r.path.endswith("driver-mismatch.md")]
+    assert len(shipped) >= 10 and {r.action for r in shipped} == {Action.ESCALATE}
+    site = tmp_path / "runbooks"
+    site.mkdir()
+    text = (Path(__file__).resolve().parents[1] / "runbooks" / "driver-mismatch.md").read_text(encoding="utf-8")
+    assert "\naction: escalate\n" in text
+    (site / "driver-mismatch.md").write_text(text.replace("\naction: escalate\n", "\naction: drain_and_restart\n"))
+    ours = [r for r in load_runbooks(site) if r.catalog and r.path.endswith("driver-mismatch.md")]
+    assert {r.id for r in ours} == {r.id for r in shipped}
+    assert {r.action for r in ours} == {Action.DRAIN_AND_RESTART}
+
+
+def test_every_runbook_a_shipped_entry_names_exists():
+    books = {b.id for b in load_runbooks(catalogs=False)}
+    named = {e.runbook for path in FILES for e in parse_catalog(path).entries if e.runbook}
+    assert named and named <= books, sorted(named - books)
 
 
 def test_a_named_prefix_is_expanded_in_every_pattern_that_uses_it(tmp_path: Path, monkeypatch):

@@ -5,7 +5,9 @@ error enum, NCCL's result codes, errno, Slurm job states, ...) with the document
 from. A table is either *keyed* (one line shape, many codes: `template` holds `{key}`) or
 *phrases* (each entry brings its own patterns). Every entry becomes a rule the engine matches
 alongside the hand-written runbooks; an entry that names a `runbook` points the verdict at that
-runbook's on-call text.
+runbook's on-call text and takes that runbook's decision (category, action, localised action) for
+whatever it does not set itself: the decision is written once, in the runbook, and the table's
+`defaults` apply only to entries that name no runbook or where the runbook is silent.
 
     id: nvidia-xid
     title: NVIDIA Xid errors
@@ -122,17 +124,35 @@ def _signatures(catalog: Catalog, entry: Entry) -> list[str]:
     return [_PREFIX_TOKEN.sub(lambda m: catalog.prefixes[m.group(1)], p) for p in patterns]
 
 
-def to_runbook(catalog: Catalog, entry: Entry, file_name: str, runbook_paths: dict[str, str]) -> Runbook:
-    """The rule an entry becomes; fields fall back to the table's defaults."""
+# what an entry that names a runbook takes from it when it does not say itself
+INHERITED = ("category", "action", "localised_action")
+
+
+def runbook_decisions(runbooks: list[Runbook]) -> tuple[tuple[str, str, str, str, str | None], ...]:
+    """(id, path, category, action, localised action) of each runbook: what catalog entries point at."""
+    return tuple(sorted((b.id, b.path, b.category.value, b.action.value,
+                         b.localised_action.value if b.localised_action else None) for b in runbooks))
+
+
+def to_runbook(catalog: Catalog, entry: Entry, file_name: str,
+               runbooks: dict[str, dict[str, str | None]]) -> Runbook:
+    """The rule an entry becomes; a field the entry does not set comes from the runbook it names
+    (category, action, localised action), then from the table's defaults."""
     d = catalog.defaults
+    named = runbooks.get(entry.runbook or "", {})
 
     def pick(name: str, fallback: object = None) -> object:
         value = getattr(entry, name)
+        # the localised action goes with the action it refines: an entry that decides its own
+        # action does not take the runbook's localisation of another one
+        own_decision = name == "localised_action" and entry.action is not None
+        if value is None and name in INHERITED and not own_decision:
+            value = named.get(name)
         return value if value is not None else d.get(name, fallback)
 
     source = entry.source or catalog.source
     summary = (catalog.summary or "{title}").replace("{title}", entry.title.replace("{", "{{").replace("}", "}}"))
-    path = runbook_paths.get(entry.runbook or "", f"catalog/{file_name}")
+    path = named.get("path") or f"catalog/{file_name}"
     # the shipped tables' patterns are compiled by tests/test_catalog.py; compiling 1,600 of them at
     # every start would cost half a second, and only the patterns that hit a line are ever compiled
     return Runbook.model_validate(dict(
@@ -165,30 +185,32 @@ def parse_catalog(path: Path) -> Catalog:
         raise RunbookError(f"{path}: {exc}") from exc
 
 
-CACHE_FORMAT = "catalog-rules-2"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
+CACHE_FORMAT = "catalog-rules-3"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
 
 
 def _stats(directory: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.yaml")))
 
 
-def _cache_file(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tuple) -> Path:
-    key = hashlib.sha256(repr((CACHE_FORMAT, str(directory), stats, runbook_paths)).encode()).hexdigest()[:24]
+def _cache_file(directory: Path, decisions: tuple, stats: tuple) -> Path:
+    # a runbook's changed action changes the entries that point at it: its decision is in the key
+    key = hashlib.sha256(repr((CACHE_FORMAT, str(directory), stats, decisions)).encode()).hexdigest()[:24]
     cache = Path(os.environ.get("DIAGNOSER_CACHE") or platformdirs.user_cache_dir("diagnoser"))
     return cache / f"catalog-{key}.json"
 
 
 @lru_cache(maxsize=4)
-def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tuple) -> tuple[Runbook, ...]:
+def _load(directory: Path, decisions: tuple, stats: tuple) -> tuple[Runbook, ...]:
     """Parsing the YAML tables costs ~0.4 s a start; the parsed rules are kept in the user's cache,
     keyed by the tables' names, sizes and times (a changed table is parsed again)."""
-    cached = _cache_file(directory, runbook_paths, stats)
+    cached = _cache_file(directory, decisions, stats)
     try:  # plain JSON, validated again on load: a cache file is data, never code
         return tuple(Runbook.model_validate(d, context={"patterns_checked": True})
                      for d in json.loads(cached.read_bytes()))
     except (OSError, ValueError, TypeError):
         pass  # no cache entry yet, or a damaged one: parse
-    rules = _parse_all(directory, dict(runbook_paths))
+    named = {i: {"path": p, "category": c, "action": a, "localised_action": la} for i, p, c, a, la in decisions}
+    rules = _parse_all(directory, named)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         # a concurrent start never reads half a file
@@ -198,13 +220,13 @@ def _load(directory: Path, runbook_paths: tuple[tuple[str, str], ...], stats: tu
     return rules
 
 
-def _parse_all(directory: Path, paths: dict[str, str]) -> tuple[Runbook, ...]:
+def _parse_all(directory: Path, named: dict[str, dict[str, str | None]]) -> tuple[Runbook, ...]:
     out: list[Runbook] = []
     for file in sorted(directory.glob("*.yaml")):
         catalog = parse_catalog(file)
         for entry in catalog.entries:
             try:
-                out.append(to_runbook(catalog, entry, file.name, paths))
+                out.append(to_runbook(catalog, entry, file.name, named))
             except (ValidationError, TypeError) as exc:
                 raise RunbookError(f"{file}: entry {entry.title!r}: {exc}") from exc
     return tuple(out)
@@ -215,9 +237,8 @@ def load_catalog_rules(runbooks: list[Runbook], directory: Path | None = None) -
     directory = directory or CATALOG_DIR
     if not directory.is_dir():
         return []
-    paths = tuple(sorted((b.id, b.path) for b in runbooks))
     taken = {b.id for b in runbooks}
-    rules = [r for r in _load(directory, paths, _stats(directory)) if r.id not in taken]
+    rules = [r for r in _load(directory, runbook_decisions(runbooks), _stats(directory)) if r.id not in taken]
     seen: dict[str, str] = {}
     for r in rules:
         if r.id in seen:
