@@ -63,6 +63,12 @@ NODE_SOFTWARE_FAULTS = {
         "[Thu Jan 30 08:14:02 2025] NVRM: API mismatch: the client has the version 550.127.05, but\n"
         "[Thu Jan 30 08:14:02 2025] NVRM: this kernel module has the version 550.90.07.  Please make sure that "
         "this kernel module and all NVIDIA driver\n"),
+    # the driver's user-space library is not on the node (or not mounted into its containers)
+    "driver_library_missing": (
+        "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory\n",
+        "gpu-n-044", "stderr.log",
+        "Traceback (most recent call last):\n  File \"/opt/train/train.py\", line 3, in <module>\n"
+        "    import jax\nImportError: libcuda.so.1: cannot open shared object file: No such file or directory\n"),
 }
 
 
