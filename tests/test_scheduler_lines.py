@@ -38,3 +38,18 @@ def test_an_eviction_that_names_a_container_over_its_request_is_the_jobs_spec(tm
     d = _triage(tmp_path / "disk", {"events.txt": (
         "Status:  Failed  Reason: Evicted  Message: The node had condition: [DiskPressure].\n")})
     assert (d.category.value, d.subtype) == ("infra", "orchestration_eviction")
+
+
+def test_a_pyxis_container_that_will_not_start_goes_to_a_person_and_a_throttled_registry_retries(tmp_path):
+    """pyxis's own line says only that the start failed; the node's enroot set-up or kernel is the usual cause.
+    A registry that throttles says so on the next line, and that is the verdict."""
+    d = _triage(tmp_path / "start", {"slurm-4411.out": (
+        "0: slurmstepd-gn03: pyxis: starting container ...\n"
+        "0: slurmstepd-gn03: error: pyxis: container start failed with error code: 1\n"
+        "0: slurmstepd-gn03: error: pyxis:     enroot-unshare: failed to set seccomp filter: Invalid argument\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "container_start_failed", "escalate")
+    d = _triage(tmp_path / "registry", {"slurm-4412.out": (
+        "slurmstepd: error: pyxis: failed to import docker image\n"
+        "slurmstepd: error: pyxis:     [ERROR] URL https://registry-1.docker.io/v2/library/ubuntu/manifests/22.04 "
+        "returned error code: 429 Too Many Requests\n")})
+    assert (d.category.value, d.action.value) == ("infra", "retry_after_backoff")
