@@ -104,3 +104,24 @@ def test_a_gpu_that_fell_off_the_bus_without_an_xid_is_named_from_the_messages_f
         "gpu-08/rank8.log": "step 10 loss 2.0\n"})
     assert d.category.value == "hardware" and d.action.value == "drain_and_restart"
     assert d.culprit.nodes == ["gpu-07"] and d.culprit.gpus == ["0000:b3:00"]
+
+
+BAR_UNASSIGNED = {
+    "nvidia": ("[   37.010658] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:\n"
+               "               NVRM: BAR1 is 0M @ 0x0 (PCI:0000:56:00.0)\n"
+               "[   37.011201] nvidia: probe of 0000:56:00.0 failed with error -1\n"
+               "[   52.101234] NVRM: GPU 0000:56:00.0: RmInitAdapter failed! (0x22:0x56:742)\n"),
+    "amdgpu": ("[    9.292134] amdgpu 0000:83:00.0: amdgpu: Fatal error during GPU init\n"
+               "[    9.292551] amdgpu: probe of 0000:83:00.0 failed with error -12\n"),
+}
+
+
+@pytest.mark.parametrize("driver", sorted(BAR_UNASSIGNED))
+def test_a_gpu_the_bios_gave_no_memory_window_is_a_firmware_setting_not_a_broken_card(tmp_path, driver):
+    """The init failures that follow are explained by the unassigned BAR: a person changes the BIOS setting
+    (Above 4G Decoding, Re-Size BAR); the node that shows it is drained meanwhile."""
+    d = _triage(tmp_path / "a", {"dmesg.log": BAR_UNASSIGNED[driver]})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "gpu_bar_unassigned", "escalate")
+    d = _triage(tmp_path / "b", {"gpu-n-12/dmesg.log": BAR_UNASSIGNED[driver],
+                                 "gpu-n-13/rank8.log": "step 4 loss 3.2\n"})
+    assert d.culprit.nodes == ["gpu-n-12"] and d.action.value == "drain_and_restart"
