@@ -53,10 +53,10 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         node = f.get("node") or (None if named else rec.node)
         rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
         gpu = gpu_id(f["gpu"]) if f.get("gpu") else None
-        if gpu is None and hardware and (addr := GPU_ADDRESS.search(rec.text)):
-            gpu = gpu_id(addr["bdf"])
-        if gpu is None and hardware and rec.kind == "dmesg":  # a multi-line NVRM message names it on its head
-            gpu = next((gpu_id(a["bdf"]) for c in rec.context if (a := GPU_ADDRESS.search(c))), None)
+        if gpu is None and hardware:
+            # the line itself, else (kernel lines) the head of the multi-line NVRM message it continues
+            texts = (rec.text, *rec.context) if rec.kind == "dmesg" else (rec.text,)
+            gpu = next((gpu_id(a["bdf"]) for t in texts if (a := GPU_ADDRESS.search(t))), None)
         if rank is None and gpu and ":" in gpu:
             rank = topo.rank_of_gpu(node, gpu)
         if rank is None and f.get("pid", "").isdigit():
