@@ -1,6 +1,7 @@
 """Scheduler and orchestrator lines: the node they name as failed is the culprit; a kubelet eviction that names
 a container over its request is the job's spec."""
 
+import pytest
 from triage_support import triage_files as _triage
 
 
@@ -29,12 +30,20 @@ def test_scheduler_lines_that_name_the_failed_node_name_it(tmp_path):
     assert (d.subtype, d.culprit.nodes) == ("gpu_missing_on_node", ["nodegpu1"])
 
 
-def test_an_eviction_that_names_a_container_over_its_request_is_the_jobs_spec(tmp_path):
+@pytest.mark.parametrize("wording", [
+    "Container trainer was using 5053216Ki, which exceeds its request of 0. ",  # kubelet before 1.2x
+    "Container trainer was using 5053216Ki, request is 0, has larger consumption of memory. ",  # since
+])
+def test_an_eviction_that_names_a_container_over_its_request_is_the_jobs_spec(tmp_path, wording):
+    """The kubelet names a container only when it used more than it requested: the pod was chosen for that."""
     d = _triage(tmp_path, {"events.txt": (
-        "4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. Container trainer was "
-        "using 5053216Ki, which exceeds its request of 0.\n")})
+        f"4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. {wording}\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("user_code", "resource_request_exceeded",
                                                                "stop_and_notify")
+    d = _triage(tmp_path / "node", {"events.txt": (
+        "4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. Threshold quantity: "
+        "100Mi, available: 91244Ki. \n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "orchestration_eviction", "restart")
     d = _triage(tmp_path / "disk", {"events.txt": (
         "Status:  Failed  Reason: Evicted  Message: The node had condition: [DiskPressure].\n")})
     assert (d.category.value, d.subtype) == ("infra", "orchestration_eviction")
