@@ -1,0 +1,35 @@
+"""A CUDA error string gets one verdict however the framework introduces it: PyTorch's "CUDA error:", NCCL's
+"Cuda failure", or the glog CHECK of a framework that calls CUDA itself (Caffe, MXNet, Paddle)."""
+
+import pytest
+from triage_support import triage_files as _triage
+
+SPELLINGS = {
+    "out of memory": [
+        "Check failed: error == cudaSuccess (2 vs. 0)  out of memory",  # Caffe CUDA_CHECK
+        "gpu-07:4412:4501 [3] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'",
+    ],
+    "unknown error": [
+        "F0815 11:07:44.123311 20993 common.cpp:152] Check failed: error == cudaSuccess (999 vs. 0)  unknown error",
+        "[11:07:44] src/storage/storage.cc:59: Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading "
+        "CUDA: unknown error",  # MXNet CUDA_CALL
+        "Check failed: cudaSuccess == cudaStat (0 vs. 999) Cuda Error: unknown error",  # Paddle (Fluid)
+    ],
+    "initialization error": [
+        "Check failed: e == cudaSuccess CUDA: initialization error",
+    ],
+}
+
+
+@pytest.mark.parametrize(("string", "spelling"), [(s, x) for s, xs in SPELLINGS.items() for x in xs])
+def test_a_cuda_string_gets_pytorchs_verdict_in_every_spelling(tmp_path, string, spelling):
+    torch = _triage(tmp_path / "torch", {"rank0.log": f"[rank0]: RuntimeError: CUDA error: {string}\n"})
+    other = _triage(tmp_path / "other", {"rank0.log": spelling + "\n"})
+    assert torch.subtype not in ("python_exception", "no_signature")
+    assert (other.category, other.subtype, other.action) == (torch.category, torch.subtype, torch.action)
+
+
+def test_a_generic_string_without_a_cuda_introducer_is_not_a_cuda_error(tmp_path):
+    d = _triage(tmp_path, {"rank0.log": (
+        "F0815 11:07:44.123311 20993 solver.cpp:88] Check failed: status == kOk (3 vs. 0)  unknown error\n")})
+    assert d.subtype != "gpu_cuda_unknown_error"
