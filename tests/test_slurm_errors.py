@@ -7,6 +7,8 @@ from triage_support import triage_files as _triage
 VERDICTS = {
     "salloc: error: Job submit/allocate failed: Invalid partition name specified":
         ("user_code", "scheduler_request_invalid", "stop_and_notify"),
+    "srun: fatal: SLURM_GPUS_PER_TASK is mutually exclusive with --ntasks-per-gpu and SLURM_NTASKS_PER_GPU":
+        ("user_code", "scheduler_request_invalid", "stop_and_notify"),
     "srun: error: Unable to create step for job 238051: More processors requested than permitted":
         ("user_code", "scheduler_request_invalid", "stop_and_notify"),
     "sbatch: error: Batch job submission failed: Requested GRES option unsupported by configured SelectType plugin":
