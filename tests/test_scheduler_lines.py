@@ -62,3 +62,22 @@ def test_a_pyxis_container_that_will_not_start_goes_to_a_person_and_a_throttled_
         "slurmstepd: error: pyxis:     [ERROR] URL https://registry-1.docker.io/v2/library/ubuntu/manifests/22.04 "
         "returned error code: 429 Too Many Requests\n")})
     assert (d.category.value, d.action.value) == ("infra", "retry_after_backoff")
+
+
+@pytest.mark.parametrize("line", [
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    "(raylet) [2023-04-09 07:23:59,445 E 395 395] (raylet) node_manager.cc:3049: 10 Workers (tasks / actors) killed "
+    "due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: e5d953ef, IP: 10.0.62.231) "
+    "over the last time period.",
+])
+def test_rays_memory_monitor_killing_workers_is_the_jobs_host_memory(tmp_path, line):
+    """Ray kills the job's own workers when the node's RAM runs short: the job's sizes, as for the OOM killer."""
+    d = _triage(tmp_path, {"driver.log": line + "\n"})
+    assert (d.category.value, d.subtype) == ("user_code", "host_oom")
+
+
+def test_a_ray_summary_that_killed_nobody_is_not_an_oom(tmp_path):
+    d = _triage(tmp_path, {"driver.log": (
+        "(raylet) node_manager.cc:3040: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 1 Workers "
+        "crashed due to other reasons at node (ID: 2c82620270df, IP: 172.31.183.172) over the last time period.\n")})
+    assert d.subtype != "host_oom"
