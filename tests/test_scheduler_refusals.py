@@ -1,5 +1,7 @@
-"""Slurm's error codes as its commands print them: the job's request is the user's to fix, a busy or closed
-cluster is retried, a cluster whose authentication, versions or node set-up are broken goes to an operator."""
+"""What a scheduler or orchestrator says when it refuses or cannot run a job. Slurm's error codes as its commands
+print them: the job's request is the user's to fix, a busy or closed cluster is retried, a cluster whose
+authentication, versions or node set-up are broken goes to an operator. Kubernetes: a missing Secret, ConfigMap or
+PVC is the manifest's; storage that will not mount and a full namespace quota go to a person."""
 
 import pytest
 from triage_support import triage_files as _triage
@@ -26,12 +28,19 @@ VERDICTS = {
         ("infra", "scheduler_misconfigured", "escalate"),
     "[2024-11-06T11:23:46.199] error: Munge decode failed: Expired credential":
         ("infra", "scheduler_misconfigured", "escalate"),
+    '  Warning  FailedMount  12s (x8 over 76s)  kubelet  MountVolume.SetUp failed for volume "hf-token" : secret '
+    '"hf-token" not found': ("user_code", "config_error", "stop_and_notify"),
+    '  Warning  FailedMount  2m  kubelet  MountVolume.SetUp failed for volume "data" : rpc error: code = Internal '
+    'desc = mount failed: exit status 32': ("infra", "storage_mount_failed", "escalate"),
+    'Error from server (Forbidden): pods "trainer-0" is forbidden: exceeded quota: gpu-quota, requested: '
+    'requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8':
+        ("infra", "orchestration_unschedulable", "escalate"),
 }
 
 
 @pytest.mark.parametrize("line", sorted(VERDICTS))
-def test_a_slurm_error_code_gets_its_class(tmp_path, line):
-    d = _triage(tmp_path, {"slurm-771020.out": line + "\n"})
+def test_a_refusal_gets_its_class(tmp_path, line):
+    d = _triage(tmp_path, {"job.out": line + "\n"})
     assert (d.category.value, d.subtype, d.action.value) == VERDICTS[line]
 
 
