@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.triage_support import triage_files
+from triage_support import triage_files
 
 SAME_ERRNO = [
     ("OSError: [Errno 28] No space left on device: '/ckpt/run4/step_900/optim_03.pt'",

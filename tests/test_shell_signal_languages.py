@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.triage_support import triage_files
+from triage_support import triage_files
 
 STEPS = "[2025-03-04 05:06:01] step 1200 loss 2.113 lr 3.0e-4\n[2025-03-04 05:06:09] step 1210 loss 2.108 lr 3.0e-4\n"
 
