@@ -33,3 +33,19 @@ def test_a_generic_string_without_a_cuda_introducer_is_not_a_cuda_error(tmp_path
     d = _triage(tmp_path, {"rank0.log": (
         "F0815 11:07:44.123311 20993 solver.cpp:88] Check failed: status == kOk (3 vs. 0)  unknown error\n")})
     assert d.subtype != "gpu_cuda_unknown_error"
+
+
+@pytest.mark.parametrize("warning", [
+    "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:235: UserWarning: \n"
+    "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+    "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n",
+    "UserWarning: Found GPU0 NVIDIA B200 which is of compute capability (CC) 10.0.\n"
+    "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it supports:\n"
+    "- 8.0 which supports hardware CC >=8.0,!=8.7\n",
+])
+def test_torchs_warning_that_its_build_lacks_the_gpus_arch_is_the_no_kernel_image_class(tmp_path, warning):
+    failing = _triage(tmp_path / "failing", {"rank0.log": (
+        "[rank0]: RuntimeError: CUDA error: no kernel image is available for execution on the device\n")})
+    warned = _triage(tmp_path / "warned", {"rank0.log": warning})
+    assert (warned.category, warned.subtype, warned.action) == (failing.category, failing.subtype, failing.action)
+    assert warned.subtype == "cuda_arch_mismatch"
