@@ -2,6 +2,7 @@
 reports) names the node whose traffic stopped, the IB tools' port-state dumps name a port that is down, and Ray's
 out-of-disk error is the node's disk. The raylet's routine "over 95% full" warning is not a failure."""
 
+import pytest
 from triage_support import triage_files as _triage
 
 RANK_TIMEOUT = (
@@ -31,14 +32,15 @@ def test_a_link_up_message_is_not_a_hang(tmp_path):
     assert d.subtype != "nic_transmit_timeout"
 
 
-def test_ibv_devinfo_and_rdma_link_show_a_port_that_is_down(tmp_path):
-    devinfo = ("hca_id: mlx5_0\n        transport:                      InfiniBand (0)\n"
-               "        phys_port_cnt:                  1\n                port:   1\n"
-               "                        state:                  PORT_DOWN (1)\n")
-    rdma = "link mlx5_7/1 subnet_prefix fe80:0000:0000:0000 lid 3403 sm_lid 1 lmc 0 state DOWN physical_state POLLING\n"
-    for text in (devinfo, rdma):
-        d = _triage(tmp_path / str(len(text)), {"ib.log": text})
-        assert (d.category.value, d.subtype) == ("hardware", "ib_link_down")
+@pytest.mark.parametrize("dump", [  # ibv_devinfo, then iproute2's rdma link
+    "hca_id: mlx5_0\n        transport:                      InfiniBand (0)\n"
+    "        phys_port_cnt:                  1\n                port:   1\n"
+    "                        state:                  PORT_DOWN (1)\n",
+    "link mlx5_7/1 subnet_prefix fe80:0000:0000:0000 lid 3403 sm_lid 1 lmc 0 state DOWN physical_state POLLING\n",
+])
+def test_ibv_devinfo_and_rdma_link_show_a_port_that_is_down(tmp_path, dump):
+    d = _triage(tmp_path, {"ib.log": dump})
+    assert (d.category.value, d.subtype) == ("hardware", "ib_link_down")
 
 
 def test_an_active_port_is_not_a_failure(tmp_path):
