@@ -49,6 +49,24 @@ def test_the_same_xid_in_the_nodes_kernel_log_decides(tmp_path: Path) -> None:
     assert d.culprit.nodes == ["gpu-002"]
 
 
+@pytest.mark.parametrize("kernel_text", [  # infra rules that drain or exclude a node, not hardware ones
+    "DMAR: [DMA Read NO_PASID] Request device [3b:00.0] fault addr 0xfbe00000 [fault reason 0x06] PTE Read access "
+    "is not set",
+    "ixgbe 0000:03:00.0 enp3s0: Detected Tx Unit Hang",
+])
+def test_kernel_text_the_job_prints_cannot_get_its_node_drained_or_excluded(tmp_path: Path, kernel_text) -> None:
+    d = triage([str(_job(tmp_path, [f"[rank3]:[2026-03-04 05:00:05,000] {kernel_text}"]))], workers=1)
+    assert d.action.value not in ("drain_and_restart", "restart_excluding_nodes"), d.root_cause
+    assert d.subtype not in ("iommu_dma_fault", "nic_transmit_timeout")
+
+
+def test_the_same_iommu_fault_in_the_nodes_kernel_log_drains_it(tmp_path: Path) -> None:
+    dmar = ("[Tue Mar  4 05:00:04 2026] DMAR: [DMA Read NO_PASID] Request device [3b:00.0] fault addr 0xfbe00000 "
+            "[fault reason 0x06] PTE Read access is not set")
+    d = triage([str(_job(tmp_path, [], dmesg=[dmar]))], workers=1)
+    assert (d.subtype, d.action.value, d.culprit.nodes) == ("iommu_dma_fault", "drain_and_restart", ["gpu-002"])
+
+
 def test_a_pasted_excerpt_of_unknown_origin_still_counts(tmp_path: Path) -> None:
     """A human pasting a mixed excerpt (no rank, no launcher) is triaging, not attacking."""
     (tmp_path / "excerpt.txt").write_text(f"[Tue Mar  4 05:00:04 2026] {XID}\n")

@@ -25,7 +25,9 @@ from diagnoser.models import Category, LogRecord, SignatureMatch
 KERNEL_ONLY = re.compile(
     r"\bNVRM: |\bkernel: |\bmlx5_core\b|\bmlx5_ib\b|\bpcieport\b|\bEDAC\b|\bmce: |\[Hardware Error\]|\bAER: "
     r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*"
-    r"|\bhabanalabs hl\d+: |\bNEURON_HW_ERR=")  # Gaudi's kernel driver; the Neuron driver's dmesg report
+    r"|\bhabanalabs hl\d+: |\bNEURON_HW_ERR="  # Gaudi's kernel driver; the Neuron driver's dmesg report
+    r"|\bDMAR: |\bAMD-Vi: |\bNETDEV WATCHDOG: "  # the IOMMU's faults, the network stack's transmit watchdog
+    r"|\b(?:e1000e|igb|igc|ixgbe|fm10k|i40e|ice|bnxt_en) [0-9a-fA-F]{4}:")  # NIC drivers' dev_printk prefix
 TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler_record", "health"})
 JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
 # a batch job's output file (slurm-<job>.out) is what the job printed; Slurm never copies kernel logs there
@@ -48,17 +50,20 @@ def kernel_text_from_the_job(rec: LogRecord) -> bool:
     return job_output(rec) and KERNEL_ONLY.search(split_prefix(rec.text).rest) is not None
 
 
-def printed_by_the_job(m: SignatureMatch, category: Category) -> bool:
-    """A kernel-only hardware line that the job printed itself: a hint, not evidence."""
-    return category is Category.HARDWARE and kernel_text_from_the_job(m.record)
+def printed_by_the_job(m: SignatureMatch, category: Category, acts_on_node: bool = False) -> bool:
+    """A kernel-only line that the job printed itself, read as hardware or by a rule that drains or excludes a
+    node (an IOMMU fault, a NIC's transmit hang): a hint, not evidence."""
+    return (category is Category.HARDWARE or acts_on_node) and kernel_text_from_the_job(m.record)
 
 
-def split_hints(matches: list[SignatureMatch], categories: dict[str, Category]
-                ) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
-    """(evidence, hints): hints are kernel-only hardware lines found in the job's own output."""
+def split_hints(matches: list[SignatureMatch], categories: dict[str, Category],
+                node_acting: frozenset[str] = frozenset()) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
+    """(evidence, hints): hints are kernel-only lines found in the job's own output whose rule reads them as
+    hardware or acts on a node (`node_acting`: rule ids)."""
     evidence, hints = [], []
     for m in matches:
-        (hints if printed_by_the_job(m, categories.get(m.runbook_id, Category.UNKNOWN)) else evidence).append(m)
+        hint = printed_by_the_job(m, categories.get(m.runbook_id, Category.UNKNOWN), m.runbook_id in node_acting)
+        (hints if hint else evidence).append(m)
     return evidence, hints
 
 
