@@ -4,11 +4,8 @@ tasks through NAT (the cluster network: escalate)."""
 
 import pytest
 from triage_support import triage_files as _triage
+from triage_support import watchdog_timeout
 
-RANK_TIMEOUT = (
-    "[rank{r}]:[E1120 03:14:07.512093 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
-    "600041 milliseconds before timing out.\n")
 DMAR = {  # the pre-5.10 wording, then the current one
     "old": "[1478401.486621] DMAR: DRHD: handling fault status reg 502\n"
            "[1478401.486981] DMAR: [DMA Write] Request device [02:00.0] fault addr cd139000 [fault reason 05] "
@@ -23,8 +20,8 @@ DMAR = {  # the pre-5.10 wording, then the current one
 def test_dmar_faults_under_a_hung_allreduce_drain_the_node_whose_iommu_blocks_p2p(tmp_path, wording):
     d = _triage(tmp_path, {
         "gpu-b07/dmesg.log": DMAR[wording],
-        "gpu-b07/rank0.log": RANK_TIMEOUT.format(r=0),
-        "gpu-a03/rank8.log": RANK_TIMEOUT.format(r=8),
+        "gpu-b07/rank0.log": watchdog_timeout(0, seq=12),
+        "gpu-a03/rank8.log": watchdog_timeout(8, seq=12),
     })
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "iommu_dma_fault", "drain_and_restart")
     assert d.culprit.nodes == ["gpu-b07"]

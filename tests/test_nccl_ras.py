@@ -3,6 +3,7 @@ declares dead is the one to look at, not a diagnosis: its own first error decide
 collateral, and a report that only shows ranks at different operation counts is normal traffic."""
 
 from triage_support import triage_files as _triage
+from triage_support import watchdog_timeout
 
 STATUS_DEAD = """Communicators... (2.05s)
 =============
@@ -26,10 +27,7 @@ MONITOR = """RAS Monitor Mode - watching for peer changes (Ctrl+C to exit)...
 ================================================================
 [2025-12-19 13:07:07] PEER_DEAD: Process 1524345 on node 172.16.64.245 managing GPU 1
 """
-RANK_TIMEOUT = (
-    "[rank{r}]:[E1219 13:16:12.512093 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=5120, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
-    "600041 milliseconds before timing out.\n")
+RANK0_TIMEOUT = watchdog_timeout(0, when="1219 13:16:12", seq=5120)  # a peer's timeout, after the death at 13:07
 
 
 def test_a_status_report_with_a_dead_process_is_a_lost_peer_and_names_no_node_it_cannot_see(tmp_path):
@@ -39,7 +37,7 @@ def test_a_status_report_with_a_dead_process_is_a_lost_peer_and_names_no_node_it
 
 
 def test_a_monitor_event_names_the_node_of_the_dead_process(tmp_path):
-    d = _triage(tmp_path, {"gpu-a03/ncclras-monitor.txt": MONITOR, "gpu-a03/rank0.log": RANK_TIMEOUT.format(r=0)})
+    d = _triage(tmp_path, {"gpu-a03/ncclras-monitor.txt": MONITOR, "gpu-a03/rank0.log": RANK0_TIMEOUT})
     assert (d.category.value, d.subtype) == ("infra", "peer_lost")
     assert d.culprit.nodes == ["172.16.64.245"]
 
@@ -48,7 +46,7 @@ def test_the_dead_processs_own_error_decides(tmp_path):
     oom = ("[rank21]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 5 has a total "
            "capacity of 79.15 GiB of which 1.02 GiB is free.\n")
     d = _triage(tmp_path, {"gpu-c01/rank21.log": oom, "gpu-a03/ncclras.txt": STATUS_DEAD,
-                           "gpu-a03/rank0.log": RANK_TIMEOUT.format(r=0)})
+                           "gpu-a03/rank0.log": RANK0_TIMEOUT})
     assert (d.category.value, d.subtype) == ("user_code", "cuda_oom")
 
 

@@ -4,11 +4,8 @@ out-of-disk error is the node's disk. The raylet's routine "over 95% full" warni
 
 import pytest
 from triage_support import triage_files as _triage
+from triage_support import watchdog_timeout
 
-RANK_TIMEOUT = (
-    "[rank{r}]:[E1120 03:14:07.512093 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
-    "600041 milliseconds before timing out.\n")
 TX_HANG = (
     "Nov 20 03:03:51 gpu-b07 kernel: mlx5_core 0000:3b:00.0 ens1f0np0: NETDEV WATCHDOG: CPU: 12: transmit queue 5 "
     "timed out 5376 ms\n"
@@ -19,8 +16,8 @@ TX_HANG = (
 def test_a_transmit_hang_on_one_node_excludes_that_node_and_explains_the_peers_timeouts(tmp_path):
     d = _triage(tmp_path, {
         "gpu-b07/dmesg.log": TX_HANG,
-        "gpu-b07/rank8.log": RANK_TIMEOUT.format(r=8),
-        "gpu-a03/rank0.log": RANK_TIMEOUT.format(r=0),
+        "gpu-b07/rank8.log": watchdog_timeout(8),
+        "gpu-a03/rank0.log": watchdog_timeout(0),
     })
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "nic_transmit_timeout", "restart_excluding_nodes")
     assert d.culprit.nodes == ["gpu-b07"]
