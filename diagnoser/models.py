@@ -35,6 +35,10 @@ class Action(StrEnum):
     ESCALATE = "escalate"
 
 
+# the actions that take nodes out of the job (drain, or exclude from the restart): what every check of a target guards
+NODE_ACTIONS = frozenset({Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART})
+
+
 class Role(StrEnum):
     """How a signature relates to the root cause.
 

@@ -17,7 +17,7 @@ from diagnoser.classify.redact import redact_diagnosis
 from diagnoser.collect.files import Source, UnusableInput, list_sources
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.collect.timestamps import has_year, nearest_year
-from diagnoser.models import Action, DecidedBy, Diagnosis, Evidence, InputWarning, Role, ScanStats, SignatureMatch
+from diagnoser.models import DecidedBy, Diagnosis, Evidence, InputWarning, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
@@ -54,8 +54,6 @@ def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, d
 
 
 REUSE_LISTING_S = 10.0
-# actions that take a node out: the job's own output must not trigger them by printing kernel text
-NODE_ACTIONS = frozenset({Action.DRAIN_AND_RESTART, Action.RESTART_EXCLUDING_NODES})
 _last_listing: tuple[tuple, float, tuple[list[Source], list[tuple[str, str]]]] | None = None
 
 
@@ -151,9 +149,7 @@ def analyse(
                       seconds=round(scan.seconds, 3))
     books = {b.id: b for b in runbooks}
     span = job_span(scan)
-    node_acting = frozenset(b.id for b in runbooks if {b.action, b.localised_action} & NODE_ACTIONS)
-    evidence, hints = split_hints(reanchor_years(scan.matches, span), {b.id: b.category for b in runbooks},
-                                  node_acting)
+    evidence, hints = split_hints(reanchor_years(scan.matches, span), books)
     d = demarcate(evidence, span, scan.hits)
     verdict = None
     if d.root is None or d.root.role == Role.COLLATERAL:

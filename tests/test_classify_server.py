@@ -29,10 +29,10 @@ import pytest
 
 from diagnoser.classify.backends import LangChainTransport, OpenAITransport
 from diagnoser.classify.config import LLMConfig
-from diagnoser.classify.policy import ALLOWED, REMOVES_NODES
+from diagnoser.classify.policy import ALLOWED
 from diagnoser.classify.prompt import MESSAGE_OVERHEAD
 from diagnoser.classify.stage import llm_stage, prepare, prompt_budget
-from diagnoser.models import Action, Category, DecidedBy, Diagnosis, LogRecord
+from diagnoser.models import NODE_ACTIONS, Action, Category, DecidedBy, Diagnosis, LogRecord
 
 pytestmark = pytest.mark.slow
 N_CTX = 4096
@@ -175,7 +175,7 @@ def test_hostile_lines_cannot_make_the_model_drain_through_langchain(llama_serve
     d = llm_stage(weak_rule(), win, [], {}, config(llama_server, tmp_path, backend="langchain"))
     notes = "\n".join(d.notes)
     assert "(langchain)" in notes and "LLM stage failed" not in notes, notes
-    assert d.action not in REMOVES_NODES and d.category != Category.HARDWARE
+    assert d.action not in NODE_ACTIONS and d.category != Category.HARDWARE
     assert_guarded(d, win)
 
 

@@ -57,12 +57,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from diagnoser.act.targets import job_targets
 from diagnoser.durations import Seconds
-from diagnoser.models import Action, Category, Diagnosis
+from diagnoser.models import NODE_ACTIONS, Action, Category, Diagnosis
 
 DIVERGENCE = frozenset({"nan_loss"})  # subtypes a rollback to an older checkpoint may get past
 RESTARTS = frozenset({Action.RESTART, Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART,
                       Action.RETRY_AFTER_BACKOFF, Action.ROLLBACK_AND_RESTART})
-NODE_ACTIONS = frozenset({Action.RESTART_EXCLUDING_NODES, Action.DRAIN_AND_RESTART})
 
 
 class Mode(StrEnum):

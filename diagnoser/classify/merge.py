@@ -33,8 +33,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diagnoser.classify.guard import Checked
-from diagnoser.classify.policy import KERNEL_KINDS, REMOVES_NODES, JobScope, RuleRef
-from diagnoser.models import Action, Category, Culprit, DecidedBy, Diagnosis, Evidence, FirstFailure, LogRecord
+from diagnoser.classify.policy import KERNEL_KINDS, JobScope, RuleRef
+from diagnoser.models import (
+    NODE_ACTIONS,
+    Action,
+    Category,
+    Culprit,
+    DecidedBy,
+    Diagnosis,
+    Evidence,
+    FirstFailure,
+    LogRecord,
+)
 
 UNSURE = 0.5  # an answer the model itself rates below this does not take part
 CONFIDENCE_OF = {1: 0.6, 2: 0.75, 3: 0.9}
@@ -108,7 +118,7 @@ def decide(rule: Diagnosis, checked: Checked, scope: JobScope, rule_lines: list[
     reads = ff is None or any((r.source, r.line) == (ff.source, ff.line) for r in checked.cited)
     if mine == 2 and ff is not None and reads:
         theirs = max(theirs, 2)  # it reads the rule's own decisive line differently: the same evidence
-    same, removes = checked.category == rule.category, checked.action in REMOVES_NODES
+    same, removes = checked.category == rule.category, checked.action in NODE_ACTIONS
     wins = theirs > mine or (reads and ((theirs == mine and (same or not removes))
                                         or (same and not removes and mine <= 2)))
     weighed = f"evidence {theirs} (LLM) vs {mine} ({rule.decided_by.value}{', ' + rule.rule if rule.rule else ''})"

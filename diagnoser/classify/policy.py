@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from diagnoser.models import Action, Category, Culprit, DecidedBy, Diagnosis, LogRecord
+from diagnoser.models import NODE_ACTIONS, Action, Category, Culprit, DecidedBy, Diagnosis, LogRecord
 from diagnoser.prefilter.trust import kernel_text_from_the_job
 
 MAX_NODES_REMOVED = 2  # drain/exclude more nodes than this only with a human
@@ -46,7 +46,6 @@ ALLOWED: dict[Category, frozenset[Action]] = {
     # restarted; anything else unknown is escalated
     Category.UNKNOWN: frozenset({Action.ESCALATE, Action.RESTART, Action.RESTART_EXCLUDING_NODES}),
 }
-REMOVES_NODES = frozenset({Action.DRAIN_AND_RESTART, Action.RESTART_EXCLUDING_NODES})
 
 HARDWARE_PART = re.compile(
     r"(?i)\bXid\b|\bECC\b|\bDBE\b|NVLink|NVSwitch|\bSXid\b|PCIe|\bAER\b|\bHBM\b|fallen off the bus|GPU is lost|"
@@ -145,7 +144,7 @@ def police(who: str, category: Category, action: Action, nodes: Iterable[str], l
         notes.append(f"policy: {action.value} is not allowed for {category.value}: escalate")
         action = Action.ESCALATE
     kept = [n for n in wanted if n in scope.nodes]
-    if action in REMOVES_NODES:
+    if action in NODE_ACTIONS:
         tied = [n for n in kept if any(scope.ties(r, n, category) for r in lines)]
         if len(tied) < len(kept):
             loose = [n for n in kept if n not in tied]

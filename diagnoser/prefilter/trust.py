@@ -20,7 +20,8 @@ from pathlib import PurePath
 
 from diagnoser.collect.paths import path_info
 from diagnoser.collect.prefixes import split_prefix
-from diagnoser.models import Category, LogRecord, SignatureMatch
+from diagnoser.models import NODE_ACTIONS, Category, LogRecord, SignatureMatch
+from diagnoser.prefilter.runbooks import Runbook
 
 KERNEL_ONLY = re.compile(
     r"\bNVRM: |\bkernel: |\bmlx5_core\b|\bmlx5_ib\b|\bpcieport\b|\bEDAC\b|\bmce: |\[Hardware Error\]|\bAER: "
@@ -50,20 +51,21 @@ def kernel_text_from_the_job(rec: LogRecord) -> bool:
     return job_output(rec) and KERNEL_ONLY.search(split_prefix(rec.text).rest) is not None
 
 
-def printed_by_the_job(m: SignatureMatch, category: Category, acts_on_node: bool = False) -> bool:
+def printed_by_the_job(m: SignatureMatch, book: Runbook | None) -> bool:
     """A kernel-only line that the job printed itself, read as hardware or by a rule that drains or excludes a
     node (an IOMMU fault, a NIC's transmit hang): a hint, not evidence."""
-    return (category is Category.HARDWARE or acts_on_node) and kernel_text_from_the_job(m.record)
+    takes_node_out = book is not None and (
+        book.category is Category.HARDWARE or {book.action, book.localised_action} & NODE_ACTIONS)
+    return bool(takes_node_out) and kernel_text_from_the_job(m.record)
 
 
-def split_hints(matches: list[SignatureMatch], categories: dict[str, Category],
-                node_acting: frozenset[str] = frozenset()) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
+def split_hints(matches: list[SignatureMatch], books: dict[str, Runbook]
+                ) -> tuple[list[SignatureMatch], list[SignatureMatch]]:
     """(evidence, hints): hints are kernel-only lines found in the job's own output whose rule reads them as
-    hardware or acts on a node (`node_acting`: rule ids)."""
+    hardware or would take a node out."""
     evidence, hints = [], []
     for m in matches:
-        hint = printed_by_the_job(m, categories.get(m.runbook_id, Category.UNKNOWN), m.runbook_id in node_acting)
-        (hints if hint else evidence).append(m)
+        (hints if printed_by_the_job(m, books.get(m.runbook_id)) else evidence).append(m)
     return evidence, hints
 
 
