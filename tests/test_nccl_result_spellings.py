@@ -1,0 +1,34 @@
+"""NCCL result codes in the spellings older releases and other frameworks print: NCCL up to 2.18 said only
+"internal error" / "invalid argument" / "invalid usage" (no "run with NCCL_DEBUG" hint), and Paddle wraps the
+result as "NCCL error(<number>), <string>." (older Paddle: "Nccl error, <string>")."""
+
+from pathlib import Path
+
+import pytest
+from triage_support import triage_files
+
+TRACE = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+         "    dist.all_reduce(grad)\n")
+
+
+@pytest.mark.parametrize(("line", "subtype"), [
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, internal error, "
+     "NCCL version 2.7.8", "nccl_internal_error"),
+    ("OSError: (External) NCCL error(3), internal error. ", "nccl_internal_error"),
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, invalid argument, "
+     "NCCL version 2.7.8", "nccl_invalid_usage"),
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514, invalid usage, "
+     "NCCL version 2.7.8", "nccl_invalid_usage"),
+    ("OSError: (External)  Nccl error, unhandled cuda error  "
+     "(at /paddle/paddle/fluid/platform/collective_helper.cc:100)",
+     "nccl_unhandled_cuda_error"),
+])
+def test_the_result_is_read_whatever_the_spelling(tmp_path: Path, line: str, subtype: str):
+    verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + line + "\n"})
+    assert verdict.subtype == subtype and verdict.decided_by == "rule"
+
+
+def test_a_bare_internal_error_in_the_jobs_own_message_is_not_ncclInternalError(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + "ValueError: internal error, NCCL version "
+                                      "string could not be parsed from config\n"})
+    assert verdict.subtype != "nccl_internal_error"
