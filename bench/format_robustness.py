@@ -2,15 +2,16 @@
 
 Every real excerpt of the corpus (the rank-output kinds: stderr, stdout, nccl, mixed) is triaged as
 posted and again with each line re-written the way a launcher or log collector would: `srun --label`,
-torchrun `--tee`, Ray worker prefixes, `docker compose logs`, `kubectl logs --timestamps`, and CRLF
-line ends. A format that changes (category, action, subtype) is a format the rules do not read; the
-report lists the cases that changed, per format. Each case is triaged with the corpus minus itself in
-the incident memory, so a verdict the rules leave open is never answered by the case's own label.
+torchrun `--tee`, Ray worker prefixes, `docker compose logs`, `kubectl logs --timestamps`, Open MPI's
+`mpirun --tag-output`, and CRLF line ends. A format that changes (category, action, subtype) is a format
+the rules do not read; the report lists the cases that changed, per format. Each case is triaged with
+the corpus minus itself in the incident memory, so a verdict the rules leave open is never answered by
+the case's own label.
 Kernel lines (NVRM, mlx5, ...) posted inside a rank-output excerpt become a rank's output once a launcher
 prefix is added, and the trust model rightly stops taking them as hardware evidence: such changes are
 expected, not a format the rules fail to read.
 
-    python bench/format_robustness.py [--corpus DIR] [--show N]
+    python bench/format_robustness.py [--corpus DIR] [--show N] [--only FORMAT ...]
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ FORMATS: dict[str, Callable[[int, str], str]] = {
     "ray worker": lambda i, line: f"(RayTrainWorker pid=4242, ip=10.1.2.3) {line}",
     "docker compose": lambda i, line: f"trainer-1  | {line}",
     "kubectl --timestamps": lambda i, line: f"2025-03-04T05:06:{i % 60:02d}.123456789Z {line}",
+    "mpirun --tag-output": lambda i, line: f"[1,3]<stdout>:{line}",
     "CRLF": lambda i, line: f"{line}\r",
 }
 
@@ -56,19 +58,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
     parser.add_argument("--show", type=int, default=5, help="changed cases listed per format")
+    parser.add_argument("--only", action="append", choices=sorted(FORMATS), help="re-write only in this format")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
+    formats = {name: FORMATS[name] for name in args.only} if args.only else FORMATS
     os.environ["DIAGNOSER_STORE"] = tempfile.mkdtemp(prefix="format-bench-store-")
     corpus = load_corpus(args.corpus)
     memory = corpus_incidents(corpus)
     cases = [c for c in corpus if c.log_kind in RANK_KINDS]
-    changed: dict[str, list[dict]] = {name: [] for name in FORMATS}
+    changed: dict[str, list[dict]] = {name: [] for name in formats}
     with Progress(transient=True) as bar:
         task = bar.add_task("formats", total=len(cases))
         for case in cases:
             api.use_seed([i for i in memory if i.origin != f"seed/corpus/{case.id}"])
             base = verdict(case.log, case.log_kind)
-            for name, rewrite in FORMATS.items():
+            for name, rewrite in formats.items():
                 log = "\n".join(rewrite(i, line) for i, line in enumerate(case.log.split("\n")))
                 got = verdict(log, case.log_kind)
                 if got != base:

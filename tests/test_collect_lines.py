@@ -46,6 +46,9 @@ def test_truncate_keeps_the_interesting_span_visible():
     ("(worker1, rank=1, pid=812) AssertionError", 1, None, "AssertionError"),
     ("trainer-1  | Killed", None, None, "Killed"),
     ("trainer_1  | Killed", None, None, "Killed"),
+    ("[1,12]<stdout>:gpu-07:815:864 [4] NCCL INFO x", 12, None, "gpu-07:815:864 [4] NCCL INFO x"),
+    ("[2,0]<stderr>: Traceback (most recent call last):", 0, None, "Traceback (most recent call last):"),
+    ("[1,12] rank twelve", None, None, "[1,12] rank twelve"),
     ("epoch 1 | loss 0.3", None, None, "epoch 1 | loss 0.3"),
     ("(see the log above) error", None, None, "(see the log above) error"),
     ("plain line", None, None, "plain line"),
@@ -73,6 +76,20 @@ def test_a_failure_a_ray_worker_printed_is_localised_to_its_node(tmp_path):
         "unavailable\n")})
     assert (d.subtype, d.culprit.nodes, d.action.value) == ("gpu_busy_unavailable", ["10.0.0.7"],
                                                              "restart_excluding_nodes")
+
+
+def test_an_nccl_fault_under_mpirun_tag_output_names_its_node_and_rank(tmp_path):
+    """Open MPI's `--tag-output` (Horovod's launcher) puts `[jobid,rank]<stdout>:` before NCCL's own
+    `host:pid:tid [dev]` prefix: the host is the node to leave out, the tag the rank."""
+    from triage_support import triage_files
+
+    d = triage_files(tmp_path, {"mpirun.log": (
+        "[1,3]<stdout>:gpu-node-02:733:790 [3] NCCL INFO comm 0x55d1c0 rank 3 nranks 16 cudaDev 3 busId 61000 - "
+        "Init COMPLETE\n"
+        "[1,12]<stdout>:gpu-node-07:815:864 [4] transport/net_ib.cc:80 NCCL WARN NET/IB : Got async event : "
+        "local catastrophic error\n")})
+    assert (d.subtype, d.action.value) == ("ib_link_down", "restart_excluding_nodes")
+    assert (d.culprit.nodes, d.culprit.ranks) == (["gpu-node-07"], [12])
 
 
 def test_collector_stamp_is_dropped_only_for_matching():

@@ -9,6 +9,8 @@
   node's lines)
 - SkyPilot job logs: `(head, rank=0, pid=4773) `, `(worker1, rank=1, pid=812) ` (rank)
 - `docker compose logs`: `trainer-1  | ` (v2) and `trainer_1  | ` (v1)
+- Open MPI `mpirun --tag-output` (so Horovod and SageMaker's MPI launcher): `[1,12]<stdout>:` (`[jobid,rank]`
+  then the stream: stdout, stderr or stddiag), documented in mpirun(1)
 
 A collector's receive time in front of all that (`kubectl logs --timestamps`: RFC 3339 with
 nanoseconds) is not split off here, because the line's time is read from it; `without_stamp` drops it
@@ -27,6 +29,7 @@ _STREAM = re.compile(r"^\[std(?:err|out)\]\s?")
 _RAY = re.compile(r"^\((?:(?:[\w.<>:-]+ )?pid=\d+|raylet)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\) ?")
 _SKYPILOT = re.compile(r"^\((?:head|worker\d+), rank=(\d{1,6}), pid=\d+\) ?")
 _COMPOSE = re.compile(r"^[\w.-]+[-_]\d+ +\| ")
+_MPI_TAG = re.compile(r"^\[\d{1,10},(\d{1,6})\]<std(?:out|err|diag)>: ?")
 _COLLECTOR_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
 
 
@@ -46,7 +49,7 @@ def split_prefix(line: str) -> Prefix:
     m = _TORCH_ROLE.match(line)
     if m:
         return Prefix(None, int(m.group(1)), line[m.end():])
-    m = _SRUN_LABEL.match(line)
+    m = _SRUN_LABEL.match(line) or _MPI_TAG.match(line)
     if m:
         return Prefix(int(m.group(1)), None, line[m.end():])
     if line.startswith("("):
