@@ -19,6 +19,23 @@ def test_nccl_2_21_init_line_and_warn_line_with_source_location():
     assert (warn.host, warn.device) == ("trn-h100-041", 4)
 
 
+def test_an_nccl_line_behind_a_wrappers_lead_still_names_its_host():
+    """Time stamps, pdsh's `host: ` (DeepSpeed's multi-node runner) and `grep -r`'s file name go in front of
+    NCCL's own prefix; its host is still the node."""
+    for line, host in [
+        ("[2025-04-08 08:39:46] devgpu263:589012:591652 [0] transport/nvls.cc:254 NCCL WARN Cuda failure 1",
+         "devgpu263"),
+        ("10.10.23.10: so-ucloud-10:1307367:1307586 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : x",
+         "so-ucloud-10"),
+        ("worker-1: worker-1:15874:17284 [4] NCCL INFO P2P is disabled", "worker-1"),
+        (" 2025-02-18 12:54 ncivki7q:180:915 [7] NCCL INFO misc/socket.cc:47 -> 3", "ncivki7q"),
+        ("prefill-2.log:[2025-09-17 15:16:23] prefill-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN x",
+         "prefill-2"),
+    ]:
+        assert nccl.parse_line(line).host == host, line
+    assert nccl.parse_line("RuntimeError: host-1:311:405 [0] failed") is None  # no NCCL prefix: nothing read
+
+
 def test_bus_id_spellings_normalise_to_one_form():
     for raw in ("3b000", "0000:3b:00.0", "00000000:3B:00.0", "0000:3b:00"):
         assert nccl.normalize_bus_id(raw) == "0000:3b:00"

@@ -10,9 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# WARN lines carry the source location: `host:pid:tid [dev] transport/net_ib.cc:1295 NCCL WARN ...`
-_LINE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                   r"(?:[\w./-]+:\d+ )?NCCL ")
+# WARN lines carry the source location: `host:pid:tid [dev] transport/net_ib.cc:1295 NCCL WARN ...`.
+# What a wrapper may put in front of that prefix, up to two of them: a time stamp (`[2025-04-08 08:39:46] `,
+# `2025-02-18 12:54 `), pdsh's `host: ` (DeepSpeed's multi-node runner) and `grep -r`'s `file.log:`. The prefix's
+# own host names the node, so the lead is only skipped.
+_LEAD = (r"(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?\] ?"
+         r"| ?\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?Z?:? "
+         r"|[A-Za-z0-9][A-Za-z0-9._-]{0,62}: "
+         r"|[\w./-]{1,128}\.(?:log|txt|out|err):)")
+_LINE = re.compile(rf"^{_LEAD}{{0,2}}(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{{0,62}}):(?P<pid>\d+):(?P<tid>\d+) "
+                   r"\[(?P<dev>\d+)\] (?:[\w./-]+:\d+ )?NCCL ")
 _INIT = re.compile(
     r"NCCL INFO (?:ncclCommInitRank(?:Config)? )?comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
     r"cudaDev (?P<dev>\d+)"
