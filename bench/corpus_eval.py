@@ -8,7 +8,8 @@ published vocabularies (runbooks, the vendor catalogs in `diagnoser/data/catalog
 development set (`../shared/bench/*.jsonl`) is triaged with the whole corpus in memory (it shares no
 thread with the corpus).
 
-Reported side by side: category and action-family accuracy, the share decided by each stage
+Reported side by side: category and action-family accuracy, the same for the keyword baseline
+(`bench/keyword_baseline.py`, the grep that triage must beat) on the same cases, the share decided by each stage
 (rule: a specific runbook or catalog entry; fallback: a generic class such as a bare exception,
 errno or signal; collectives: the hang/desync analysis; retrieval; none), the confusion
 matrices, `unknown` rate, and culprit precision/recall on corpus cases whose label names one (nodes;
@@ -42,6 +43,7 @@ from rich.progress import Progress
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from accuracy import CATEGORIES, EXPECTED_FAMILY, FAMILIES, FILE_FOR_KIND, OUR_FAMILY, matrix, print_matrix  # noqa: E402
+from keyword_baseline import classify as keyword_classify  # noqa: E402
 
 from diagnoser import triage as triage_module  # noqa: E402
 from diagnoser.collect.nccl import normalize_bus_id  # noqa: E402
@@ -124,6 +126,11 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
     print(f"culprit node or GPU named in {len(named_any)} cases, precision "
           f"{'n/a' if precision_any is None else f'{precision_any:.1%}'}; recall on {len(labelled)} labelled "
           f"{'n/a' if recall_any is None else f'{recall_any:.1%}'}")
+    baseline = keyword_comparison(rows)
+    print(f"keyword baseline (bench/keyword_baseline.py) on the same cases: "
+          f"category {baseline['category_accuracy']:.1%}   action family {baseline['action_family_accuracy']:.1%}; "
+          f"category right only by triage "
+          f"{baseline['only_triage']}, only by the keywords {baseline['only_keywords']}")
     cat_m, act_m = matrix(cat_pairs, CATEGORIES), matrix(act_pairs, FAMILIES)
     print_matrix("category", cat_m, CATEGORIES)
     print_matrix("action family", act_m, FAMILIES)
@@ -142,9 +149,21 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
             "culprit_precision": precision, "culprit_named": len(named), "culprit_recall": recall,
             "culprit_any_precision": precision_any, "culprit_any_named": len(named_any),
             "culprit_any_recall": recall_any,
+            "keyword_baseline": baseline,
             "category_matrix": {"labels": CATEGORIES, "matrix": cat_m},
             "action_matrix": {"labels": FAMILIES, "matrix": act_m},
             "rows": rows}
+
+
+def keyword_comparison(rows: list[dict]) -> dict:
+    """The keyword baseline scored on the same cases, and where each is right and the other is not."""
+    n = len(rows)
+    kw_right = [r["keyword_category"] == r["truth_category"] for r in rows]
+    ours_right = [r["category"] == r["truth_category"] for r in rows]
+    return {"category_accuracy": sum(kw_right) / n,
+            "action_family_accuracy": sum(r["keyword_family"] == r["truth_family"] for r in rows) / n,
+            "only_triage": sum(o and not k for o, k in zip(ours_right, kw_right, strict=True)),
+            "only_keywords": sum(k and not o for o, k in zip(ours_right, kw_right, strict=True))}
 
 
 def plot_confusions(results: dict[str, dict], path: Path) -> Path | None:
@@ -183,7 +202,9 @@ def plot_confusions(results: dict[str, dict], path: Path) -> Path | None:
 
 def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict:
     label = case.culprit
+    kw_category, kw_family = keyword_classify(case.log)
     return {"id": case.id, "repo": case.source_repo, "truth_category": case.category,
+            "keyword_category": kw_category, "keyword_family": kw_family,
             "truth_family": EXPECTED_FAMILY[case.expected_action], "category": verdict["category"],
             "family": OUR_FAMILY[verdict["action"]], "subtype": verdict["subtype"],
             "stage": stage_of(verdict, priorities), "rule": verdict.get("rule"),
