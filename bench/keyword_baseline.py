@@ -1,10 +1,11 @@
 """The keyword baseline that triage must beat: grep for a few words, first hit decides.
 
 Issue #13 measured diagnoser against "a twelve-line keyword script" on unseen cases and found it no
-better. This is such a script, kept as the yardstick `bench/corpus_eval.py` scores side by side with
-triage on every set. The words come from the failure classes themselves (DESIGN.md's categories and
-the vendors' own words for their faults), not from the corpus, and nothing in it is tuned: a baseline
-fitted to the cases it is scored on would flatter neither side. Order matters: hardware words first
+better. That script is not in the repository; this is one of the same kind, kept as the yardstick
+`bench/corpus_eval.py` scores side by side with triage on every set. The words come from the failure
+classes themselves (DESIGN.md's categories and the vendors' own words for their faults); they were chosen
+once, before the first scoring, and are not tuned to the corpus: a baseline fitted to the cases it is
+scored on would say nothing about either side. Order matters: hardware words first
 (they name a part), then scheduler/orchestrator events, transient services, the environment, and
 finally any error at all, which a keyword script can only call the job's own.
 """
