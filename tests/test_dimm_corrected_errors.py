@@ -1,0 +1,36 @@
+"""Corrected memory errors: one is harmless, a single report of ten or more on one DIMM is a failing DIMM
+(past mcelog's default per-DIMM threshold of 10 corrected errors in 24 hours): drain that node."""
+
+from pathlib import Path
+
+from triage_support import triage_files, watchdog_timeout
+
+BURST = ("[Mon Oct  3 13:52:42 2022] EDAC MC1: 262 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 "
+         "(channel:1 slot:0 page:0x2031c14 offset:0x940 grain:32 syndrome:0x0 -  OVERFLOW area:DRAM "
+         "err_code:0001:0090 socket:0 ha:0 channel_mask:2 rank:1)\n")
+SINGLE = ("[Mon Oct  3 13:52:42 2022] EDAC MC1: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 "
+          "(channel:1 slot:0 page:0x2031c14 offset:0x940 grain:32 syndrome:0x0 area:DRAM err_code:0001:0090)\n")
+RAS_BURST = ("3 2024-02-11 04:10:12 +0000 12 Corrected error(s): memory read error at CPU_SrcID#1_MC#0_Chan#2_DIMM#0 "
+             "location: 2:0:0:-1, addr 0x2a3f1c000, grain 5, syndrome 0  err_code:0x0101:0x0091 socket:1 imc:0\n")
+
+
+def test_a_burst_of_corrected_errors_on_one_dimm_drains_its_node(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"gpu-b07/dmesg.log": BURST, "gpu-a01/rank0.log": watchdog_timeout(0)})
+    assert (verdict.category, verdict.action) == ("hardware", "drain_and_restart")
+    assert verdict.culprit.nodes == ["gpu-b07"]
+    assert "262 CE" in verdict.evidence[0].text
+
+
+def test_rasdaemons_count_is_read_the_same_way(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"gpu-b07/dmesg.log": RAS_BURST})
+    assert (verdict.category, verdict.action) == ("hardware", "drain_and_restart")
+
+
+def test_a_single_corrected_error_drains_nothing(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"gpu-b07/dmesg.log": SINGLE})
+    assert (verdict.subtype, verdict.action) == ("host_corrected_error", "escalate")
+
+
+def test_the_same_line_printed_by_the_job_is_no_evidence(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"gpu-a01/rank0.log": BURST})
+    assert verdict.category != "hardware" and not verdict.culprit.nodes
