@@ -21,6 +21,7 @@ from diagnoser.models import DecidedBy, Diagnosis, Evidence, InputWarning, Role,
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
+from diagnoser.prefilter.dimm import with_failing_dimm
 from diagnoser.prefilter.recurrence import with_recurring_gpu_fault
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
@@ -160,6 +161,7 @@ def analyse(
         weak = [e for s in readable for e in s.weak]
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
     verdict = with_recurring_gpu_fault(verdict, evidence, books)
+    verdict = with_failing_dimm(verdict, evidence, books)
     if hints:
         first = hints[0].record
         verdict = verdict.model_copy(update={"notes": [*verdict.notes, (
