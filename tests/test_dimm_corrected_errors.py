@@ -31,9 +31,10 @@ def test_a_single_corrected_error_drains_nothing(tmp_path: Path):
     assert (verdict.subtype, verdict.action) == ("host_corrected_error", "escalate")
 
 
-def test_the_same_line_printed_by_the_job_is_no_evidence(tmp_path: Path):
-    verdict = triage_files(tmp_path, {"gpu-a01/rank0.log": BURST})
-    assert verdict.category != "hardware" and not verdict.culprit.nodes
+def test_the_same_lines_printed_by_the_job_are_no_evidence(tmp_path: Path):
+    for name, line in (("edac", BURST), ("rasdaemon", RAS_BURST)):
+        verdict = triage_files(tmp_path / name, {"gpu-a01/rank0.log": line})
+        assert verdict.category != "hardware" and not verdict.culprit.nodes, name
 
 
 def _single(when: str, dimm: str = "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0") -> str:

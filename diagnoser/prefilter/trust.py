@@ -28,6 +28,7 @@ KERNEL_ONLY = re.compile(
     r"|\bnvidia-nvswitch\d*: |\bamdgpu \d{4}:|\[drm(?::[^\]]*)?\] \*ERROR\*"
     r"|\bhabanalabs hl\d+: |\bNEURON_HW_ERR="  # Gaudi's kernel driver; the Neuron driver's dmesg report
     r"|\bDMAR: |\bAMD-Vi: |\bNETDEV WATCHDOG: "  # the IOMMU's faults, the network stack's transmit watchdog
+    r"|\b(?:Unc|C)orrected error\(s\): "  # rasdaemon's records of the kernel's EDAC events (ras-mc-ctl --errors)
     r"|\b(?:e1000e|igb|igc|ixgbe|fm10k|i40e|ice|bnxt_en) [0-9a-fA-F]{4}:")  # NIC drivers' dev_printk prefix
 TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler_record", "health"})
 JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
