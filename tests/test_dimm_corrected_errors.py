@@ -65,3 +65,12 @@ def test_errors_spread_over_dimms_or_days_stay_an_operators(tmp_path: Path):
     for name, dmesg in (("spread", spread), ("days", days)):
         verdict = triage_files(tmp_path / name, {"gpu-b07/dmesg.log": dmesg})
         assert (verdict.subtype, verdict.action) == ("host_corrected_error", "escalate"), name
+
+
+def test_reports_from_the_kernel_log_and_the_journal_of_one_node_add_up(tmp_path: Path):
+    kernel = "".join(_single(f"Mon Oct  3 13:{m:02d}:42 2022") for m in range(40, 45))
+    journal = "".join(f"2022-10-03T13:{m:02d}:42+00:00 gpu-b07 kernel: EDAC MC1: 1 CE memory read error on "
+                      "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x2031c14 offset:0x940 grain:32)\n"
+                      for m in range(45, 50))
+    verdict = triage_files(tmp_path, {"gpu-b07/dmesg.log": kernel, "gpu-b07/journal-kernel.log": journal})
+    assert (verdict.category, verdict.action) == ("hardware", "drain_and_restart")
