@@ -21,9 +21,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from diagnoser.models import Culprit, Diagnosis, Evidence, SignatureMatch
+from diagnoser.models import Culprit, Diagnosis, SignatureMatch
 from diagnoser.prefilter.runbooks import Runbook
-from diagnoser.prefilter.verdict import scoped
+from diagnoser.prefilter.verdict import evidence_led_by, scoped
 
 THRESHOLD = 10
 WINDOW = timedelta(hours=24)
@@ -98,14 +98,13 @@ def with_failing_dimm(verdict: Diagnosis, matches: list[SignatureMatch], books: 
     if dimm is None:
         return verdict
     where = f"DIMM {dimm.label}" + (f" of {dimm.node}" if dimm.node else "")
-    evidence = [Evidence(source=m.record.source, line=m.record.line, text=m.record.text) for m in dimm.matches[:4]]
     return verdict.model_copy(update={
         "category": book.category, "subtype": book.subtype, "action": book.action,
         "confidence": book.confidence,
         "culprit": scoped(Culprit(nodes=[dimm.node] if dimm.node else []), "node"),
         "root_cause": (f"{dimm.errors} corrected memory errors on {where}, past mcelog's per-DIMM threshold "
                        f"({THRESHOLD} in 24 h): the DIMM is failing; drain the node and replace the DIMM"),
-        "evidence": evidence + [e for e in verdict.evidence if e not in evidence][:8],
+        "evidence": evidence_led_by(dimm.matches, verdict),
         "rule": book.id, "runbook": book.path or verdict.runbook,
         "notes": [*verdict.notes, f"was {verdict.category.value}/{verdict.subtype}: {dimm.errors} corrected errors "
                   f"added up on one DIMM"],

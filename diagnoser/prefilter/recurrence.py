@@ -18,10 +18,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from diagnoser.models import Action, Category, Culprit, Diagnosis, Evidence, SignatureMatch
+from diagnoser.models import Action, Category, Culprit, Diagnosis, SignatureMatch
 from diagnoser.prefilter.culprit import gpu_id
 from diagnoser.prefilter.runbooks import Runbook
 from diagnoser.prefilter.trust import job_output
+from diagnoser.prefilter.verdict import evidence_led_by
 
 # verdicts a faulty GPU can also produce (the program's by default)
 GPU_SYMPTOMS = frozenset({"gpu_xid_app_fault", "cuda_illegal_memory_access", "cuda_unknown_error",
@@ -75,7 +76,6 @@ def with_recurring_gpu_fault(verdict: Diagnosis, matches: list[SignatureMatch],
         return verdict
     where = f"GPU {fault.gpu}" + (f" on {fault.node}" if fault.node else "")
     shown = ", ".join(fault.processes[:6]) + (" ..." if len(fault.processes) > 6 else "")
-    evidence = [Evidence(source=m.record.source, line=m.record.line, text=m.record.text) for m in fault.matches[:4]]
     return verdict.model_copy(update={
         "category": Category.HARDWARE, "subtype": "gpu_recurring_fault",
         "action": Action.DRAIN_AND_RESTART, "confidence": CONFIDENCE,
@@ -83,7 +83,7 @@ def with_recurring_gpu_fault(verdict: Diagnosis, matches: list[SignatureMatch],
         "root_cause": (f"{fault.book.title} recurred on {where} in {len(fault.processes)} unrelated processes "
                        f"(pids {shown}): a fault that follows one GPU is the GPU, not the program "
                        f"(NVIDIA lists hardware among its causes); drain the node and run dcgmi diag -r 3"),
-        "evidence": evidence + [e for e in verdict.evidence if e not in evidence][:8],
+        "evidence": evidence_led_by(fault.matches, verdict),
         "rule": f"recurrence.{fault.book.id}", "runbook": fault.book.path or verdict.runbook,
         "notes": [*verdict.notes, f"was {verdict.category.value}/{verdict.subtype}: the same fault recurred "
                   f"on one GPU in {len(fault.processes)} processes"],

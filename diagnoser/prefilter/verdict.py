@@ -104,6 +104,12 @@ def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str
     return "; collateral: " + ", ".join(parts)
 
 
+def evidence_led_by(matches: list[SignatureMatch], verdict: Diagnosis) -> list[Evidence]:
+    """A reconsidered verdict's evidence: the lines that changed it (up to 4), then the verdict's own."""
+    lead = [Evidence(source=m.record.source, line=m.record.line, text=m.record.text) for m in matches[:4]]
+    return lead + [e for e in verdict.evidence if e not in lead][:8]
+
+
 def scoped(culprit: Culprit, scope: str) -> Culprit:
     """Name only what the failure can be attributed to: nothing narrower than the job for a job-wide
     or external failure (preemption, DNS, a cancellation, NaN loss); the rank, never its node, for the
