@@ -190,3 +190,11 @@ def test_a_connection_error_that_names_no_peer_blames_neither_end():
     assert locate(both, Topology(), connection=True).nodes == []
     assert locate(both[:1], Topology(), connection=True).nodes == []
     assert locate(both, Topology()).nodes == ["gpu5", "gpu4"]  # not a connection error: two failing nodes
+    assert locate(both, Topology(), connection=True).ranks == []  # the reporting ranks are victims too
+
+
+def test_a_connection_error_whose_reports_name_one_other_rank_still_blames_that_rank():
+    reports = [m("ib", 76, T, node="gpu4", rank=r) for r in (0, 1)]
+    for r in reports:
+        r.fields["rank"] = "9"  # "... but Rank 9 is ..."
+    assert locate(reports, Topology(), connection=True).ranks == [9]

@@ -71,17 +71,19 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             add(nodes, node)
         add(ranks, rank)
         add(gpus, gpu)
+    voted = False
     if others:
         top_rank, votes = others.most_common(1)[0]
         if votes * 2 > len(matches):  # a majority of the reports name the same odd one out
+            voted = True
             ranks = [top_rank]
             node = topo.node_of_rank(top_rank)
             nodes = [node] if node else nodes
-    if connection and not peers and not named:
+    if connection and not peers and not named and not voted:
         # a connection broke and no report names the other end (old NCCL prints no peer in its IB completion
-        # errors): the reporting end is no more to blame than the silent one, so no node is named (when both
-        # ends report it, naming both would be the whole link)
-        nodes = []
+        # errors): the reporting end is no more to blame than the silent one, so neither its node nor its
+        # rank is named (when both ends report it, naming both would be the whole link)
+        nodes, ranks = [], []
     if peers:
         # reporters name the broken peer; the most named peer is the culprit, mapped to its node. A peer
         # only one reporter names says only that the connection between them broke: either end may be at

@@ -58,9 +58,10 @@ class Runbook(BaseModel):
     path: str = ""
     catalog: str | None = None  # the published vocabulary (data/catalog/*.yaml) this rule came from
     # what the failure can be attributed to: a node (hardware, a broken node stack), a rank (the job's
-    # code on one rank: its node is not named), or nothing narrower than the job (preemption, DNS,
-    # NaN loss, a cancellation)
-    scope: Literal["node", "rank", "job"] | None = None
+    # code on one rank: its node is not named), nothing narrower than the job (preemption, DNS,
+    # NaN loss, a cancellation), or one connection between two processes, reported from one end
+    # (a node only where the reports localise it: prefilter/culprit.py)
+    scope: Literal["node", "rank", "job", "connection"] | None = None
     # corpus repositories whose incidents this rule was written from: bench/corpus_eval.py turns the
     # rule off for their cases, so leave-one-repo-out accuracy stays honest
     derived_from: list[str] = Field(default_factory=list)
@@ -74,6 +75,12 @@ class Runbook(BaseModel):
     def names_peer(self) -> bool:
         """A connection between processes: some signature captures the other end (`peer`)."""
         return any("(?P<peer>" in sig for sig in self.signatures)
+
+    @property
+    def about_connection(self) -> bool:
+        """The failure of one connection between processes: the reporting end is no more to blame than the
+        other, whether or not the line names the other end."""
+        return self.names_peer or self.scope == "connection"
 
     @property
     def culprit_scope(self) -> str:

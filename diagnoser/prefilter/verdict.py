@@ -133,7 +133,8 @@ def rule_verdict(d: Demarcation, books: dict[str, Runbook], topo: Topology, file
         return _no_signature(weak, stats, warnings, notes)
     book = books[d.root.runbook_id]
     hardware = book.category == Category.HARDWARE
-    culprit = scoped(locate(d.supporting, topo, hardware=hardware, connection=book.names_peer), book.culprit_scope)
+    culprit = scoped(locate(d.supporting, topo, hardware=hardware, connection=book.about_connection),
+                     book.culprit_scope)
     confidence = book.confidence
     # a competitor that says the same thing (a catalog entry of the runbook's class) is agreement
     close = [m for m in d.competing if d.root.priority - m.priority < CLOSE_PRIORITY and m.runbook_id in books
