@@ -95,6 +95,19 @@ def gpu_hit(label: str | None, verdict: dict) -> bool | None:
     return bool(gpus & wanted)
 
 
+def culprit_in_log(label: str | None, log: str) -> bool:
+    """Whether the excerpt shows the labelled culprit, so that naming it was possible (the recall denominator): the
+    label's first word without its punctuation ("hoth, GPU 0000:1C:00.0" -> "hoth"), or a GPU bus id it gives, in
+    any spelling the log uses (case, domain width)."""
+    if not label:
+        return False
+    first = label.split()[0].strip(",;:()") if label.split() else ""
+    if first and first in log:
+        return True
+    wanted = {normalize_bus_id(a) for a in PCI_ADDRESS.findall(label)}
+    return bool(wanted & {normalize_bus_id(a) for a in PCI_ADDRESS.findall(log)})
+
+
 def any_hit(row: dict) -> bool | None:
     """A node or a GPU named: right only when nothing named is wrong."""
     named = [h for h in (row["culprit_hit"], row["gpu_hit"]) if h is not None]
@@ -211,7 +224,7 @@ def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict
             "culprit_hit": culprit_hit(label, verdict), "truth_culprit": label,
             "culprit_nodes": verdict["culprit"]["nodes"],
             "gpu_hit": gpu_hit(label, verdict), "culprit_gpus": verdict["culprit"]["gpus"],
-            "truth_culprit_in_log": bool(label) and any(tok in case.log for tok in label.split()[:1])}
+            "truth_culprit_in_log": culprit_in_log(label, case.log)}
 
 
 _ALL_RULES: list = []
