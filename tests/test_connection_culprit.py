@@ -1,7 +1,7 @@
-"""A broken connection reported from one end blames neither end: an EFA, UCX, Slingshot or Open MPI transport error
-says that a request to some peer failed, and the node that printed it is no more the culprit than the peer it could not
-reach. Only a local device fault names its node. (Label convention of the public threads these lines come from: the
-cause was a security group, a pod's memory limit or a dead peer, never the reporting node.)"""
+"""A broken connection reported from one end blames neither end: an EFA, UCX, Slingshot, Open MPI or ParaStation MPI
+transport error says that a request to some peer failed, and the node that printed it is no more the culprit than the
+peer it could not reach. Only a local device fault names its node. (Label convention of the public threads these lines
+come from: the cause was a security group, a pod's memory limit or a dead peer, never the reporting node.)"""
 
 import pytest
 from triage_support import triage_files as _triage
@@ -60,3 +60,28 @@ def test_every_connection_scoped_entry_is_a_connection_failure_not_a_device_faul
         assert b.category.value == "infra", b.id
         assert b.action.value in ("restart", "retry_after_backoff", "escalate"), b.id
         assert b.about_connection
+
+
+PSCOM_RANK_LOG = (
+    "{r}: <PSP:r{r:07d}:ib:ibv_poll_cq(): Infiniband returned the wrong Opcode 5408>\n"
+    "{r}: <PSP:r{r:07d}:connection to (10.13.6.39,20811,0x168,r0000386) (type:openib,state:open) : read : "
+    "Broken pipe>\n"
+    "{r}: <PSP:r{r:07d}:connection to (10.13.6.39,20811,0x168,r0000386) (type:openib,state:wo) : write : "
+    "Broken pipe>\n")
+
+
+def test_parastation_mpi_error_completion_is_a_fabric_failure_that_names_nobody(tmp_path):
+    """pscom (ParaStation MPI) reports an error completion as an unexpected opcode and breaks every connection of the
+    HCA; the broken-pipe lines that follow are its collateral."""
+    d = _triage(tmp_path, {"jwb0815/stderr.log": PSCOM_RANK_LOG.format(r=359) + PSCOM_RANK_LOG.format(r=356)})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "ib_completion_error", "restart")
+    assert d.rule == "parastation-pscom.pscom-openib-wrong-opcode"
+    assert (d.culprit.nodes, d.culprit.ranks) == ([], [])
+    assert d.collateral.get("parastation-pscom.pscom-connection-broken", 0) >= 2
+
+
+def test_parastation_mpi_broken_connections_alone_are_collateral_of_the_peer_they_name(tmp_path):
+    lines = "".join(line for r in (359, 356) for line in PSCOM_RANK_LOG.format(r=r).splitlines(keepends=True)[1:])
+    d = _triage(tmp_path, {"jwb0815/stderr.log": lines})
+    assert (d.category.value, d.subtype) == ("infra", "peer_lost")
+    assert d.culprit.nodes == ["10.13.6.39"]  # two processes name the same peer
