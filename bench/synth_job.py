@@ -159,6 +159,9 @@ def generate(out: Path, nodes: int, size: int, kind: str, seed: int = 1, skew: f
     ranks = [Rank(n * 8 + g, names[n], g, 40000 + n * 8 + g) for n in range(nodes) for g in range(8)]
     culprit = ranks[rng.randrange(len(ranks))]
     peer = ranks[(culprit.rank + 8) % len(ranks)] if nodes > 1 else culprit
+    # a peer whose link fails is reported by every process connected to it: the culprit rank and its neighbour GPU
+    # on the same node both name it (one reporter alone localises nothing: either end of its connection may be at fault)
+    reporters = {culprit, ranks[culprit.rank ^ 1]} if kind == "nccl_ib_peer" else {culprit}
     offsets = {n: timedelta(seconds=rng.uniform(-skew, skew)) for n in names}  # node clock skew
     per_rank = max(4096, size // len(ranks))
     steps = None
@@ -178,10 +181,10 @@ def generate(out: Path, nodes: int, size: int, kind: str, seed: int = 1, skew: f
             if rest > 0:
                 fh.write(body[:body.rfind(b"\n", 0, rest) + 1])
             local = t_fail + offsets[r.node]
-            if r == culprit:
+            if r in reporters:
                 own, _ = root_lines(kind, r, local, peer)
                 if truncate:
-                    continue  # the node died: its rank log ends with the noise, mid-run
+                    continue  # the node died: its rank logs end with the noise, mid-run
                 fh.write(("\n".join(own) + "\n").encode() if own else b"")
             elif kind == "collective_desync":
                 fh.write((desync_report(r, culprit.rank, "ALLREDUCE", "BROADCAST") + "\n").encode())
