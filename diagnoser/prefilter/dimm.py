@@ -70,23 +70,20 @@ def _most_in_window(reports: list[tuple[datetime | None, int]]) -> int:
 
 def failing_dimm(matches: list[SignatureMatch], books: dict[str, Runbook]) -> FailingDimm | None:
     """The DIMM with the most corrected errors in a window, if it reached `THRESHOLD`."""
-    reports: dict[tuple[str | None, str], list[tuple[datetime | None, int]]] = defaultdict(list)
-    seen: dict[tuple[str | None, str], list[SignatureMatch]] = defaultdict(list)
+    # (node, DIMM label) -> the reports on it: (time, corrected errors, the match)
+    reports: dict[tuple[str | None, str], list[tuple[datetime | None, int, SignatureMatch]]] = defaultdict(list)
     for m in matches:
         book = books.get(m.runbook_id)
         reading = _reading(m.record.text) if book is not None and book.subtype == CORRECTED else None
-        if reading is None:
-            continue
-        key = (m.record.node, reading[1])
-        reports[key].append((m.record.time, reading[0]))
-        seen[key].append(m)
-    counted = {key: _most_in_window(r) for key, r in reports.items()}
+        if reading is not None:
+            reports[(m.record.node, reading[1])].append((m.record.time, reading[0], m))
+    counted = {key: _most_in_window([(t, n) for t, n, _ in r]) for key, r in reports.items()}
     if not counted:
         return None
     key = max(counted, key=lambda k: counted[k])
     if counted[key] < THRESHOLD:
         return None
-    return FailingDimm(node=key[0], label=key[1], errors=counted[key], matches=seen[key])
+    return FailingDimm(node=key[0], label=key[1], errors=counted[key], matches=[m for _, _, m in reports[key]])
 
 
 def with_failing_dimm(verdict: Diagnosis, matches: list[SignatureMatch], books: dict[str, Runbook]) -> Diagnosis:
