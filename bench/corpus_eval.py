@@ -99,9 +99,10 @@ def culprit_in_log(label: str | None, log: str) -> bool:
     """Whether the excerpt shows the labelled culprit, so that naming it was possible (the recall denominator): the
     label's first word without its punctuation ("hoth, GPU 0000:1C:00.0" -> "hoth"), or a GPU bus id it gives, in
     any spelling the log uses (case, domain width)."""
-    if not label:
+    words = (label or "").split()
+    if not words:
         return False
-    first = label.split()[0].strip(",;:()") if label.split() else ""
+    first = words[0].strip(",;:()")
     if first and first in log:
         return True
     wanted = {normalize_bus_id(a) for a in PCI_ADDRESS.findall(label)}
