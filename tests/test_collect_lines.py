@@ -140,6 +140,8 @@ def test_no_absolute_time(line):
     ("gpu-003/syslog", "gpu-003", None, "dmesg"),
     ("slurm/sacct-4242.txt", None, None, "scheduler_record"),
     ("slurm/gpu-003.scontrol.txt", "gpu-003", None, "scheduler_record"),
+    ("bmc/gpu-017.log", "gpu-017", None, "dmesg"),  # the BMC's event log is a platform log
+    ("gpu-017/ipmi-sel.txt", "gpu-017", None, "dmesg"),
 ])
 def test_path_info(path, node, rank, kind):
     info = path_info(PurePath(path))

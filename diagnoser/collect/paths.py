@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
 
-KERNEL_KINDS = {"dmesg", "kern", "kernel", "syslog", "journal", "messages", "journalctl"}
+# platform logs: the kernel's, and the BMC's event log (`ipmitool sel elist` saved as bmc-<node>.log, ipmi-sel.txt)
+KERNEL_KINDS = {"dmesg", "kern", "kernel", "syslog", "journal", "messages", "journalctl", "bmc", "ipmi"}
 _KIND_WORDS = KERNEL_KINDS | {"nccl", "stderr", "stdout", "slurm", "log", "logs", "torchrun", "launcher",
                               "err", "out", "output", "console", "node", "host"}
 _HOST = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\d$", re.IGNORECASE)

@@ -21,6 +21,12 @@ _DMESG_T = re.compile(
 )
 _SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))? ")
 _GLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,9})\b")
+# the BMC's event log: ipmitool "  1a | 03/04/2026 | 05:06:07 | ..." (%x gives a 2-digit year from 1.8.19 on, then
+# "05:06:07 UTC"), its CSV "1a,03/04/2026,05:06:07,...", FreeIPMI ipmi-sel "26 | Mar-04-2026 | 05:06:07 | ..."
+_SEL = re.compile(
+    r"^\s*[0-9a-fA-F]{1,8}\s*[|,]\s*(?:(\d\d)/(\d\d)/(\d{4}|\d\d)|([A-Z][a-z]{2})-(\d\d)-(\d{4}))"
+    r"\s*[|,]\s*(\d\d):(\d\d):(\d\d)\b"
+)
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d")  # every format above has one: most log lines are rejected by it alone
 
 
@@ -58,6 +64,9 @@ def parse_time(text: str, reference_year: int) -> datetime | None:
     if m and m.group(1).lower() in _MONTHS:
         return _safe(int(m.group(6)), _MONTHS[m.group(1).lower()], int(m.group(2)), int(m.group(3)),
                      int(m.group(4)), int(m.group(5)), 0, UTC)
+    m = _SEL.match(head)
+    if m:
+        return _sel_time(m)
     m = _ISO.search(head)
     if m:
         return _safe(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
@@ -69,12 +78,21 @@ def parse_time(text: str, reference_year: int) -> datetime | None:
     return None
 
 
+def _sel_time(m: re.Match[str]) -> datetime | None:
+    hms = int(m.group(7)), int(m.group(8)), int(m.group(9))
+    if m.group(1):
+        year = int(m.group(3))
+        return _safe(year + 2000 if year < 100 else year, int(m.group(1)), int(m.group(2)), *hms, 0, UTC)
+    month = _MONTHS.get(m.group(4).lower())
+    return _safe(int(m.group(6)), month, int(m.group(5)), *hms, 0, UTC) if month else None
+
+
 def has_year(text: str) -> bool:
     """Whether the first timestamp of `text` carries its year (ISO, dmesg -T) or not (syslog, glog)."""
     head = text[:200]
     if _SYSLOG.match(head) or _GLOG.match(head):
         return False
-    return bool(_DMESG_T.search(head) or _ISO.search(head))
+    return bool(_DMESG_T.search(head) or _SEL.match(head) or _ISO.search(head))
 
 
 def nearest_year(t: datetime, anchor: datetime) -> datetime:

@@ -29,7 +29,10 @@ KERNEL_ONLY = re.compile(
     r"|\bhabanalabs hl\d+: |\bNEURON_HW_ERR="  # Gaudi's kernel driver; the Neuron driver's dmesg report
     r"|\bDMAR: |\bAMD-Vi: |\bNETDEV WATCHDOG: "  # the IOMMU's faults, the network stack's transmit watchdog
     r"|\b(?:Unc|C)orrected error\(s\): "  # rasdaemon's records of the kernel's EDAC events (ras-mc-ctl --errors)
-    r"|\b(?:e1000e|igb|igc|ixgbe|fm10k|i40e|ice|bnxt_en) [0-9a-fA-F]{4}:")  # NIC drivers' dev_printk prefix
+    r"|\b(?:e1000e|igb|igc|ixgbe|fm10k|i40e|ice|bnxt_en) [0-9a-fA-F]{4}:"  # NIC drivers' dev_printk prefix
+    # the BMC's event log as ipmitool and FreeIPMI print it: "<id> | <date> | <time> | ..." or "... | Asserted"
+    r"|^\s*[0-9a-fA-F]{1,8}\s*[|,]\s*(?:\d\d/\d\d/\d\d(?:\d\d)?|[A-Z][a-z]{2}-\d\d-\d{4})\s*[|,]\s*\d\d:\d\d:\d\d"
+    r"|[|,]\s*(?:De)?[Aa]sserted\s*(?:[|,]|$)")
 TRUSTED_KINDS = frozenset({"dmesg", "syslog", "scheduler_record", "health"})
 JOB_OUTPUT_NAMES = frozenset({"launcher.log", "console.log"})  # what `diagnoser run` writes from the job's output
 # a batch job's output file (slurm-<job>.out) is what the job printed; Slurm never copies kernel logs there
