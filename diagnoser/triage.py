@@ -25,7 +25,7 @@ from diagnoser.prefilter.dimm import with_failing_dimm
 from diagnoser.prefilter.recurrence import with_recurring_gpu_fault
 from diagnoser.prefilter.runbooks import Runbook, load_runbooks
 from diagnoser.prefilter.scan import ScanResult, SourceResult, scan_sources
-from diagnoser.prefilter.trust import kernel_text_from_the_job, plausible_span, split_hints
+from diagnoser.prefilter.trust import kernel_text_from_the_job, plausible_span, split_hints, waited_since
 from diagnoser.prefilter.verdict import finding_verdict, rule_verdict
 
 if TYPE_CHECKING:
@@ -33,8 +33,12 @@ if TYPE_CHECKING:
 
 
 def job_span(scan: ScanResult) -> tuple[datetime | None, datetime | None]:
-    """First and last plausible time in the job's own (non-kernel) logs (see prefilter/trust.py)."""
-    return plausible_span([t for s in scan.sources if s.kind != "dmesg" for t in (s.first_time, s.last_time) if t])
+    """First and last plausible time in the job's own (non-kernel) logs (see prefilter/trust.py), the start
+    reaching back to when a timed-out collective began waiting."""
+    times = [t for s in scan.sources if s.kind != "dmesg" for t in (s.first_time, s.last_time) if t]
+    start, end = plausible_span(times)
+    began = waited_since([m.record for m in scan.matches if m.record.kind != "dmesg"], (start, end))
+    return (began if began is not None and start is not None and began < start else start), end
 
 
 def reanchor_years(matches: list[SignatureMatch], span: tuple[datetime | None, datetime | None]

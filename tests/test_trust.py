@@ -119,3 +119,19 @@ def test_other_accelerators_kernel_reports_count_only_from_the_kernel_log(tmp_pa
     kernel = triage([str(_job(tmp_path / "kernel", [KEYERROR], dmesg=[f"[Tue Mar  4 05:00:04 2026] {kernel_line}"]))],
                     workers=1)
     assert kernel.category.value == "hardware", kernel.root_cause
+
+
+def test_a_timed_out_collective_reaches_the_span_back_to_when_it_began_waiting(tmp_path: Path) -> None:
+    """Ranks whose only timed lines are their watchdog timeouts (kubectl --timestamps) waited 30 minutes for
+    a GPU that fell off the bus 25 minutes before the timeouts: that Xid is this failure, not history."""
+    for r, node in ((0, "gpu-001"), (5, "gpu-002")):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / f"rank{r}.log").write_text(
+            f"2026-03-04T05:40:07.512Z [rank{r}]:[E304 05:40:07.512093 ProcessGroupNCCL.cpp:632] [Rank {r}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=262144, "
+            "NumelOut=262144, Timeout(ms)=1800000) ran for 1800041 milliseconds before timing out.\n")
+    (tmp_path / "dmesg").mkdir()
+    (tmp_path / "dmesg" / "gpu-002.log").write_text(f"[Wed Mar  4 05:15:02 2026] {XID}\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert (d.category.value, d.subtype) == ("hardware", "gpu_xid_79"), d.root_cause
+    assert d.culprit.nodes == ["gpu-002"]

@@ -73,6 +73,32 @@ def split_hints(matches: list[SignatureMatch], books: dict[str, Runbook]
     return evidence, hints
 
 
+# a timed-out collective says how long it waited: PyTorch's watchdog "... Timeout(ms)=600000) ran for 600047
+# milliseconds before timing out"
+_WAITED = re.compile(r"\bran for (\d{1,10}) milliseconds before timing out|\bTimeout\(ms\)=(\d{1,10})\)")
+MAX_WAIT = timedelta(hours=2)  # the longest collective timeout counted: a job printing a day-long one gains no more
+
+
+def waited_since(records: list[LogRecord], span: tuple[datetime | None, datetime | None]) -> datetime | None:
+    """When the longest-waiting timed-out collective began: a watchdog line at T that ran for N ms was waiting
+    from T - N. The failure that stalled it happened in that wait, so the job's span reaches back to it (a
+    rank's logs may hold no earlier time than the timeout itself). Only lines inside the plausible span count."""
+    start, end = span
+    if start is None or end is None:
+        return None
+    earliest = None
+    for rec in records:
+        if rec.time is None or rec.time_inferred or not start <= rec.time <= end:
+            continue
+        m = _WAITED.search(rec.text)
+        if m is None:
+            continue
+        waited = min(timedelta(milliseconds=int(m.group(1) or m.group(2))), MAX_WAIT)
+        began = rec.time - waited
+        earliest = began if earliest is None or began < earliest else earliest
+    return earliest
+
+
 def plausible_span(times: list[datetime], now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
     """The job's span from its logs' first/last times, without future or outlying times.
 
