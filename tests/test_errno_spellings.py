@@ -21,6 +21,8 @@ SAME_ERRNO = [
     ("[rank0]: OSError: [Errno 30] Read-only file system: '/data/checkpoints/step_1200'",
      "Error: failed to start container \"trainer\": mkdir /var/lib/kubelet/pods/8c1/volumes/ckpt: "
      "read-only file system"),
+    ("OSError: [Errno 8] Exec format error: '/workspace/tools/preprocess'",
+     "exec /usr/bin/python3: exec format error"),
     ("[rank0]: socket.gaierror: [Errno -2] Name or service not known",
      "Head \"https://nvcr.io/v2/nvidia/pytorch/manifests/24.01-py3\": dial tcp: lookup nvcr.io on 10.96.0.10:53: "
      "no such host"),
@@ -38,3 +40,11 @@ def test_go_spelling_of_an_errno_gets_the_same_verdict(tmp_path: Path, python_or
 def test_a_lower_case_phrase_in_a_sentence_is_not_an_errno(tmp_path: Path):
     log = "step 120: the tokenizer reported no space left on device budget, skipping cache warm-up\n"
     assert triage_files(tmp_path, {"job.log": log}).rule is None
+
+
+def test_an_image_for_another_architecture_is_the_jobs_but_a_module_for_another_kernel_is_the_nodes(tmp_path: Path):
+    image = triage_files(tmp_path / "image", {"job.log": "exec /usr/bin/python3: exec format error\n"})
+    assert (image.category, image.subtype) == ("user_code", "binary_wrong_architecture")
+    module = triage_files(tmp_path / "module", {"job.log": "modprobe: ERROR: could not insert 'nvidia': "
+                                                           "Exec format error\n"})
+    assert (module.category, module.subtype) == ("infra", "driver_kernel_module_mismatch")
