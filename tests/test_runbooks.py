@@ -184,3 +184,18 @@ def test_a_bus_error_names_no_node(tmp_path):
     d = triage([str(tmp_path)], workers=1)
     assert (d.category.value, d.subtype) == ("infra", "sigbus")
     assert d.culprit.nodes == []
+
+
+def test_a_ray_driver_that_shows_only_the_wrapped_exception_class_is_the_jobs_error(tmp_path):
+    """Ray re-raises a task's exception in the driver as `RayTaskError(<cause class>)` (ray/exceptions.py); when the
+    driver log holds only that head line, the cause class in brackets is still an exception line of the job."""
+    from diagnoser.triage import triage
+
+    (tmp_path / "driver.log").write_text(
+        "2026-03-04 05:06:07,123\tINFO worker.py:1642 -- Connected to Ray cluster.\n"
+        "ray.exceptions.RayTaskError(KeyError): ray::preprocess_shard() (pid=4412, ip=10.0.3.17)\n")
+    d = triage([str(tmp_path)], workers=1)
+    assert (d.category.value, d.subtype) == ("user_code", "python_exception"), d.root_cause
+    # a bracket that is no class name stays what it was
+    (tmp_path / "driver.log").write_text("step 12 ValueError(s) counted: 3 (see report)\n")
+    assert triage([str(tmp_path)], workers=1).subtype != "python_exception"
