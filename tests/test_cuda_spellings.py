@@ -49,3 +49,19 @@ def test_torchs_warning_that_its_build_lacks_the_gpus_arch_is_the_no_kernel_imag
     warned = _triage(tmp_path / "warned", {"rank0.log": warning})
     assert (warned.category, warned.subtype, warned.action) == (failing.category, failing.subtype, failing.action)
     assert warned.subtype == "cuda_arch_mismatch"
+
+
+def test_pytorchs_dsa_boilerplate_is_not_a_device_side_assert(tmp_path):
+    """c10/cuda/CUDAException.cpp appends 'Device-side assertions were explicitly omitted for this error check' to
+    any CUDA error checked without device-assertion info: the CUDA error above it is the failure."""
+    d = _triage(tmp_path, {"rank0.log": (
+        "[2026-01-13 09:47:52.883] [error] CUDA error: invalid device ordinal\n"
+        "GPU device may be out of range, do you have enough GPUs?\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+        "be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Device-side assertions were explicitly omitted for this error check; the error probably arose while "
+        "initializing the DSA handlers.\n"
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call "
+        "first):\n")})
+    assert d.subtype == "cuda_invalid_device_ordinal", d.root_cause
