@@ -31,23 +31,40 @@ class Closest:
     score: float
 
 
+NOT = "#not"  # suffix of the documents made of an entry's `no_match` examples
+SEARCHED = 8
+# masking makes "<Response [403]>" and "<Response [500]>" the same text: only a counter-example this close (the
+# same line but for what masking hides, at most) refuses its entry
+REFUSED_AT = 0.9
+
+
 def _index(rules: list[Runbook]) -> tuple[LexicalIndex, dict[str, Runbook]]:
     roots = [r for r in rules if r.role == Role.ROOT]
     key = tuple(r.id for r in roots)
     if key not in _cache:
         _cache.clear()
-        docs = ((r.id, signature_text("\n".join([r.title, *r.examples.match])) or r.title) for r in roots)
-        _cache[key] = (LexicalIndex.build(docs), {r.id: r for r in roots})
+        docs = [(r.id, signature_text("\n".join([r.title, *r.examples.match])) or r.title) for r in roots]
+        # an entry's counter-examples are lines its authors said it must not match: text that is one of them is
+        # not that entry's, however many words it shares with the entry's own examples
+        docs += [(r.id + NOT, signature_text("\n".join(r.examples.no_match))) for r in roots if r.examples.no_match]
+        _cache[key] = (LexicalIndex.build([d for d in docs if d[1]]), {r.id: r for r in roots})
     return _cache[key]
 
 
 def closest_entry(error_text: str, rules: list[Runbook], min_score: float = MIN_SCORE) -> Closest | None:
-    """The vocabulary entry closest to the error lines, if it is close enough."""
+    """The vocabulary entry closest to the error lines, if it is close enough and the lines are not one of
+    that entry's counter-examples."""
     signature = signature_text(error_text)
     if not signature:
         return None
     index, by_id = _index(rules)
-    hits = index.search(signature, 1)
-    if not hits or hits[0][1] < min_score:
-        return None
-    return Closest(by_id[hits[0][0]], hits[0][1])
+    refused: set[str] = set()
+    for doc_id, score in index.search(signature, SEARCHED):
+        if score < min_score:
+            return None
+        if doc_id.endswith(NOT):
+            if score >= REFUSED_AT:
+                refused.add(doc_id.removesuffix(NOT))
+        elif doc_id not in refused:
+            return Closest(by_id[doc_id], score)
+    return None
