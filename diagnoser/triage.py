@@ -20,6 +20,7 @@ from diagnoser.collect.timestamps import has_year, nearest_year
 from diagnoser.models import DecidedBy, Diagnosis, Evidence, InputWarning, Role, ScanStats, SignatureMatch
 from diagnoser.prefilter.collectives import Finding, RankTail, stack_outliers
 from diagnoser.prefilter.collectives import analyse as analyse_collectives
+from diagnoser.prefilter.consistency import with_job_consistency
 from diagnoser.prefilter.demarcate import Demarcation, demarcate
 from diagnoser.prefilter.dimm import with_failing_dimm
 from diagnoser.prefilter.recurrence import with_recurring_gpu_fault
@@ -166,6 +167,7 @@ def analyse(
         verdict = rule_verdict(d, books, scan.topology, file_counts, weak, stats, warnings)
     verdict = with_recurring_gpu_fault(verdict, evidence, books)
     verdict = with_failing_dimm(verdict, evidence, books)
+    verdict = with_job_consistency(verdict, scan.topology, books)
     if hints:
         first = hints[0].record
         verdict = verdict.model_copy(update={"notes": [*verdict.notes, (

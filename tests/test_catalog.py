@@ -13,7 +13,8 @@ from diagnoser.prefilter.catalog import CATALOG_DIR, load_catalog_rules, parse_c
 from diagnoser.prefilter.runbooks import RunbookError, load_runbooks
 
 RULES = load_runbooks()
-CATALOG = [r for r in RULES if r.catalog]
+CATALOG = [r for r in RULES if r.catalog and not r.given_by]
+JOB_WIDE = [r for r in RULES if r.catalog and r.given_by]  # verdicts of a comparison across lines, not of one line
 FILES = sorted(CATALOG_DIR.glob("*.yaml"))
 
 
@@ -49,6 +50,23 @@ def test_each_entry_matches_its_examples_and_its_class_decides(rule):
         assert not any(p.search(line) for p in rule.compiled), f"{rule.id} matches its no_match line {line!r}"
 
 
+@pytest.mark.parametrize("rule", JOB_WIDE, ids=lambda r: r.id)
+def test_each_job_wide_entry_decides_its_example_excerpts_and_not_its_counter_examples(rule, tmp_path: Path):
+    """An entry given by a job-wide analysis has no patterns: its examples are whole excerpts, triaged as a job."""
+    from diagnoser.triage import triage
+
+    assert rule.examples.match and not rule.signatures, rule.id
+    for n, excerpt in enumerate([*rule.examples.match, *rule.examples.no_match]):
+        job = tmp_path / f"job{n}"
+        job.mkdir()
+        (job / "job.log").write_text(excerpt + "\n")
+        verdict = triage([str(job)])
+        if n < len(rule.examples.match):
+            assert (verdict.rule, verdict.category, verdict.action) == (rule.id, rule.category, rule.action), excerpt
+        else:
+            assert verdict.rule != rule.id, excerpt
+
+
 # What launchers, container runtimes, storage clients and cloud agents print while everything works: none of it
 # may look like a failure (the launcher/container/storage/cloud tables match on their error wording only).
 HEALTHY_INFRA_LINES = [
@@ -82,7 +100,7 @@ def test_a_runbook_overrides_a_catalog_entry_by_id(tmp_path: Path):
     some = CATALOG[0]
     clash = books[0].model_copy(update={"id": some.id})
     ids = [r.id for r in load_catalog_rules([clash, *books])]
-    assert some.id not in ids and len(ids) == len(CATALOG) - 1
+    assert some.id not in ids and len(ids) == len(CATALOG) + len(JOB_WIDE) - 1
 
 
 def test_a_broken_catalog_names_the_file(tmp_path: Path):

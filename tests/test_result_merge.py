@@ -11,7 +11,7 @@ from diagnoser.prefilter.scan import SourceResult
 
 def _result(i: int, placements, ips=(), tasks=()) -> SourceResult:
     r = SourceResult(f"gpu-{i:03d}/rank{i}.log", "log", f"gpu-{i:03d}", rank=i, counts={"nccl-collective-timeout": 1})
-    r.placed = (tuple(placements), tuple(ips), tuple(tasks), ())
+    r.placed = (tuple(placements), tuple(ips), tuple(tasks), (), ())
     return r
 
 

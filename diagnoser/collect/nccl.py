@@ -30,6 +30,29 @@ _OOB_IP = re.compile(r"NCCL INFO (?:Bootstrap : Using|NET/\w+ : Using .*OOB) \w+
 # Literal anchors the scanner matches to find these context lines in one pass.
 INIT_ANCHOR = r"NCCL INFO (ncclCommInitRank(Config)? )?comm 0x[0-9a-f]+ rank \d+ nranks \d+ cudaDev"
 OOB_ANCHOR = r"NCCL INFO (Bootstrap : Using|NET/\w+ : Using .*OOB) "
+# Which network each process chose: NCCL's plugin loader (src/plugin/plugin_open.cc, 2.19-2.21 src/net.cc,
+# 2.12 src/net.cc), the Mellanox/HPC-X RDMA-SHARP plugin's own "Plugin Path" line, and init.cc's
+# "Using network %s". All processes of a job must agree (see prefilter/consistency.py).
+NET_ANCHOR = r"NCCL INFO (NET/Plugin ?: |Plugin Path : |Using network )"
+
+
+_NET_LOADED = re.compile(r"NET/Plugin ?: ?Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\.?$")
+_NET_PATH = re.compile(r"NCCL INFO Plugin Path : (?P<name>\S+)")
+# the loader gave up and NCCL runs its internal IB/socket transports: no such library, a library that
+# failed to load (its dlerror), or the fallback sentence itself
+_NET_INTERNAL = re.compile(r"NET/Plugin ?: ?(?:Could not find:|No plugin found|Using internal network plugin"
+                           r"|Plugin load returned|lib\S*\.so: )")
+_NET_USED = re.compile(r"NCCL INFO Using network (?P<name>\S.*?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class NetChoice:
+    """What one line says about a process's network: `kind` "plugin" (value "loaded" or "internal", with the
+    plugin's name or path as `detail`) or "network" (the transport's name)."""
+
+    kind: str
+    value: str
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +79,19 @@ def parse_line(text: str) -> NcclLine | None:
     if not m:
         return None
     return NcclLine(m.group("host"), int(m.group("pid")), int(m.group("dev")))
+
+
+def parse_net_choice(text: str) -> NetChoice | None:
+    """The network choice an NCCL INFO line reports, if it reports one."""
+    if (m := _NET_USED.search(text)) is not None:
+        return NetChoice("network", m.group("name"))
+    if (m := _NET_LOADED.search(text)) is not None:
+        return NetChoice("plugin", "loaded", m.group("name"))
+    if (m := _NET_PATH.search(text)) is not None:
+        return NetChoice("plugin", "loaded", m.group("name"))
+    if _NET_INTERNAL.search(text):
+        return NetChoice("plugin", "internal")
+    return None
 
 
 def normalize_bus_id(raw: str) -> str:

@@ -65,6 +65,7 @@ class Entry(BaseModel):
     severity: str | None = None
     scope: str | None = None
     derived_from: list[str] = Field(default_factory=list)  # corpus repositories the entry was written from
+    given_by: str | None = None  # a job-wide analysis gives this verdict (no patterns of its own; runbooks.py)
     part_fault_after: int | None = None  # distinct processes on one GPU that make the fault the GPU's
     runbook: str | None = None
     source: str | None = None  # overrides the table's source for this entry
@@ -100,7 +101,7 @@ class Catalog(BaseModel):
             if missing:
                 raise ValueError(f"keyed entries without key: {missing[:3]}")
         else:
-            missing = [e.title for e in self.entries if not e.patterns]
+            missing = [e.title for e in self.entries if not e.patterns and not e.given_by]
             if missing:
                 raise ValueError(f"phrase entries without patterns: {missing[:3]}")
         used = {name for e in self.entries for p in [*e.patterns, self.template or ""]
@@ -162,6 +163,7 @@ def to_runbook(catalog: Catalog, entry: Entry, file_name: str,
         severity=pick("severity", "medium"),
         priority=pick("priority"), confidence=pick("confidence"), scope=pick("scope"),
         derived_from=[r.lower() for r in entry.derived_from], part_fault_after=entry.part_fault_after,
+        given_by=entry.given_by,
         signatures=_signatures(catalog, entry),
         extractors=catalog.extractors, summary=summary,
         examples=Examples(match=entry.examples, no_match=entry.no_match),
@@ -185,7 +187,7 @@ def parse_catalog(path: Path) -> Catalog:
         raise RunbookError(f"{path}: {exc}") from exc
 
 
-CACHE_FORMAT = "catalog-rules-3"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
+CACHE_FORMAT = "catalog-rules-4"  # bump when Runbook or to_runbook changes: it keys the parsed-rules cache
 
 
 def _stats(directory: Path) -> tuple[tuple[str, int, int], ...]:

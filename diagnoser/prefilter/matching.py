@@ -13,14 +13,22 @@ from diagnoser.collect import nccl, slurm
 from diagnoser.collect.prefixes import body_of, split_prefix
 from diagnoser.collect.scanner import Event
 from diagnoser.collect.text import visible_segments
-from diagnoser.models import SignatureMatch
+from diagnoser.models import LogRecord, SignatureMatch
 from diagnoser.prefilter.runbooks import Runbook
+
+# Lightning (lightning_fabric/utilities/distributed.py, pytorch_lightning 1.x strategies/ddp.py) as each process
+# joins: "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8" ("initializing ddp: ..." before 1.6)
+RANK_CLAIM_ANCHOR = r"(?i)initializing (?:ddp|distributed): GLOBAL_RANK: \d+, MEMBER: \d+/\d+"
+_RANK_CLAIM = re.compile(r"(?i)initializing (?:ddp|distributed): "
+                         r"GLOBAL_RANK: (?P<rank>\d+), MEMBER: \d+/(?P<world>\d+)")
 
 # Lines that are not failures but say where ranks ran, or that something went wrong at all.
 CONTEXT_PATTERNS = {
     "nccl_init": nccl.INIT_ANCHOR,
     "nccl_oob": nccl.OOB_ANCHOR,
     "srun_task_exit": slurm.TASK_EXIT_ANCHOR,
+    "nccl_net": nccl.NET_ANCHOR,
+    "rank_claim": RANK_CLAIM_ANCHOR,
     # lines that say something went wrong at all: the evidence of a verdict no signature decided, and
     # what the vocabulary fallback compares (retrieve/vocabulary.py)
     "weak_error": r"(?i)\b(error|fatal|fail(ed|ure)?|exception|abort(ed)?|killed|segmentation fault|core dumped"
@@ -55,20 +63,37 @@ class PatternTable:
         return cls(patterns, owner, names)
 
 
+@dataclass(frozen=True, slots=True)
+class JobFact:
+    """What one process said about itself that must agree across the job (prefilter/consistency.py):
+    its network choice (`kind` "plugin" / "network", see nccl.NetChoice), or the global rank it took
+    ("rank": `value` the rank, `detail` the world size). `host` is the line's node, else its file's;
+    `process` tells two processes apart when the line names no node (the launcher's task label)."""
+
+    kind: str
+    value: str
+    detail: str
+    host: str | None
+    process: str
+    record: LogRecord
+
+
 @dataclass
 class Topology:
-    """Where ranks ran: from NCCL init lines and srun task exits."""
+    """Where ranks ran: from NCCL init lines and srun task exits; and what each process chose (`facts`)."""
 
     placements: dict[int, nccl.RankPlacement] = field(default_factory=dict)
     node_ips: dict[str, str] = field(default_factory=dict)  # ip -> node
     task_nodes: dict[int, str] = field(default_factory=dict)  # rank -> node (srun)
     task_exits: list[tuple[Event, slurm.TaskExit]] = field(default_factory=list)
+    facts: list[JobFact] = field(default_factory=list)
 
     def merge(self, other: Topology) -> None:
         self.placements.update(other.placements)
         self.node_ips.update(other.node_ips)
         self.task_nodes.update(other.task_nodes)
         self.task_exits.extend(other.task_exits)
+        self.facts.extend(other.facts)
 
     def node_of_rank(self, rank: int) -> str | None:
         if rank in self.placements:
@@ -110,6 +135,21 @@ def _extract(book: Runbook, text: str) -> dict[str, str] | None:
     return None
 
 
+def _job_fact(record: LogRecord) -> JobFact | None:
+    prefix = split_prefix(record.text)
+    process = f"{record.source}|{prefix.rank}|{prefix.local_rank}|{prefix.node}"
+    line = nccl.parse_line(prefix.rest) or nccl.parse_line(record.text)
+    choice = nccl.parse_net_choice(prefix.rest)
+    if choice is not None:
+        host = line.host if line else (prefix.node or record.node)
+        return JobFact(choice.kind, choice.value, choice.detail, host,
+                       f"{host}|{line.pid}" if line else process, record)
+    m = _RANK_CLAIM.search(prefix.rest)
+    if m is None:
+        return None
+    return JobFact("rank", m.group("rank"), m.group("world"), prefix.node or record.node, process, record)
+
+
 def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
             ) -> tuple[list[SignatureMatch], Topology, list[Event]]:
     """Matches, topology, and events that only hit the weak error pattern."""
@@ -143,6 +183,10 @@ def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
                 for r in exit_.ranks:
                     topo.task_nodes.setdefault(r, exit_.node)
                 topo.task_exits.append((event, exit_))
+        if "nccl_net" in contexts or "rank_claim" in contexts:
+            fact = _job_fact(event.record)
+            if fact is not None:
+                topo.facts.append(fact)
         if "weak_error" in contexts and not confirmed and _WEAK.search(text):
             weak.append(event)
     return matches, topo, weak

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from diagnoser.collect import nccl
 from diagnoser.prefilter.collateral import CollateralBudget
-from diagnoser.prefilter.matching import Topology
+from diagnoser.prefilter.matching import JobFact, Topology
 
 if TYPE_CHECKING:
     from diagnoser.prefilter.scan import SourceResult
@@ -31,6 +31,7 @@ class ResultMerger:
         self._node_ips: dict[str, tuple[int, int, str]] = {}
         self._task_nodes: dict[int, tuple[int, int, str]] = {}
         self._task_exits: list[tuple[int, int, tuple]] = []
+        self._facts: list[tuple[int, int, JobFact]] = []
 
     def add(self, index: int, result: SourceResult) -> None:
         """`index`: the file's place in the job's list of sources."""
@@ -57,7 +58,7 @@ class ResultMerger:
             table[key] = (min(first, at), *((at, value) if at >= last else (last, word)))
 
     def _place(self, index: int, placed: tuple) -> None:
-        placements, node_ips, task_nodes, task_exits = placed
+        placements, node_ips, task_nodes, task_exits, facts = placed
         for n, (rank, p) in enumerate(placements):
             self._said(self._placements, rank, index << 32 | n, nccl.RankPlacement(
                 p.rank, self._share(p.node), p.device, self._share(p.bus_id), self._share(p.nranks), p.pid))
@@ -66,6 +67,7 @@ class ResultMerger:
         for n, (rank, node) in enumerate(task_nodes):
             self._said(self._task_nodes, rank, index << 32 | n, self._share(node))
         self._task_exits.extend((index, n, exit_) for n, exit_ in enumerate(task_exits))
+        self._facts.extend((index, n, fact) for n, fact in enumerate(facts))
 
     def topology(self) -> Topology:
         def in_file_order(table: dict) -> dict:
@@ -73,4 +75,5 @@ class ResultMerger:
 
         return Topology(in_file_order(self._placements), in_file_order(self._node_ips),
                         in_file_order(self._task_nodes), [exit_ for *_, exit_ in sorted(self._task_exits,
-                                                                                        key=lambda t: t[:2])])
+                                                                                        key=lambda t: t[:2])],
+                        [fact for *_, fact in sorted(self._facts, key=lambda t: t[:2])])

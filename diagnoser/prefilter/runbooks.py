@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from diagnoser.models import Action, Category, Role
 from diagnoser.shipped import shipped_dir
@@ -50,7 +50,10 @@ class Runbook(BaseModel):
     severity: str = "medium"
     priority: int = Field(ge=0, le=100)
     confidence: float = Field(ge=0.0, le=1.0)
-    signatures: list[str] = Field(min_length=1)
+    signatures: list[str] = Field(default_factory=list)  # at least one, unless `given_by`
+    # the job-wide analysis that gives this verdict from many lines together (prefilter/consistency.py),
+    # for a failure no single line shows: such a rule has no signatures of its own
+    given_by: str | None = None
     extractors: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
     examples: Examples = Field(default_factory=Examples)
@@ -87,6 +90,12 @@ class Runbook(BaseModel):
         if self.scope:
             return self.scope
         return "rank" if self.category in (Category.USER_CODE, Category.UNKNOWN) else "node"
+
+    @model_validator(mode="after")
+    def _has_a_signature(self) -> Runbook:
+        if not self.signatures and not self.given_by:
+            raise ValueError("a runbook needs at least one signature (or `given_by`: the analysis that gives it)")
+        return self
 
     @field_validator("signatures")
     @classmethod

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,7 +40,7 @@ BATCH_BYTES = 8 << 20  # a batch of small files holds about this many bytes ...
 BATCH_FILES = 64  # ... or at most this many files (a worker holds a batch's records: ~30 MB at 512)
 BATCHES_PER_WORKER = 4  # at least this many batches per worker, so no core idles at the end
 # Context patterns whose hits are read only for their text (NCCL placement lines): no full record.
-TEXT_ONLY_CONTEXTS = frozenset({"nccl_init", "nccl_oob"})
+TEXT_ONLY_CONTEXTS = frozenset({"nccl_init", "nccl_oob", "nccl_net", "rank_claim"})
 
 
 @dataclass(slots=True)
@@ -188,9 +188,11 @@ def _scan_file(source: Source, on_progress: Callable[[int], None] | None = None)
     matches, topology, weak = confirm(scan.events, _Worker.table, _Worker.runbooks)
     result.weak = tuple(weak)
     result.matches = tuple(matches)
-    if topology.placements or topology.node_ips or topology.task_nodes or topology.task_exits:
+    if topology.placements or topology.node_ips or topology.task_nodes or topology.task_exits or topology.facts:
+        # a line that names no node is the file's node's (a per-node directory layout)
+        facts = tuple(f if f.host or not result.node else replace(f, host=result.node) for f in topology.facts)
         result.placed = (tuple(topology.placements.items()), tuple(topology.node_ips.items()),
-                         tuple(topology.task_nodes.items()), tuple(topology.task_exits))
+                         tuple(topology.task_nodes.items()), tuple(topology.task_exits), facts)
     table = _Worker.table
     for pattern, count in scan.counts.items():
         kind, index = table.owner[pattern]

@@ -39,7 +39,7 @@ REFUSED_AT = 0.9
 
 
 def _index(rules: list[Runbook]) -> tuple[LexicalIndex, dict[str, Runbook]]:
-    roots = [r for r in rules if r.role == Role.ROOT]
+    roots = [r for r in rules if r.role == Role.ROOT and not r.given_by]  # a job-wide verdict needs its analysis
     key = tuple(r.id for r in roots)
     if key not in _cache:
         _cache.clear()
