@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from diagnoser.models import Culprit, DecidedBy, Diagnosis, Evidence, FirstFailure, Role
+from diagnoser.models import Category, Culprit, DecidedBy, Diagnosis, Evidence, FirstFailure, Role
 from diagnoser.prefilter.matching import JobFact, Topology
 from diagnoser.prefilter.runbooks import Runbook
 from diagnoser.prefilter.verdict import scoped
@@ -109,7 +109,10 @@ def rank_collision(facts: list[JobFact]) -> Disagreement | None:
 
 
 def _stands(verdict: Diagnosis, entry: Runbook, books: dict[str, Runbook]) -> bool:
-    """A verdict decided by a higher-priority rule keeps its place."""
+    """A hardware verdict (a rule's, a GPU's recurring fault, a failing DIMM) and one decided by a
+    higher-priority rule keep their place."""
+    if verdict.category == Category.HARDWARE:
+        return True
     if verdict.decided_by != DecidedBy.RULE or not verdict.rule:
         return False
     decided = books.get(verdict.rule)
