@@ -227,6 +227,8 @@ def runbooks_show_command(
              f"(role {book.role.value}, priority {book.priority}, confidence {book.confidence})",
              f"  source: {_source(book)}" + (f" (overrides {book.overrides})" if book.overrides else "")]
     lines += [f"  signature: {sig}" for sig in book.signatures]
+    if book.given_by:
+        lines.append(f"  given by: {book.given_by} (a comparison across the job's lines, no signature of its own)")
     typer.echo("\n".join(lines) + "\n")
     if book.body.strip():
         typer.echo(book.body.strip())

@@ -94,6 +94,12 @@ def test_runbooks_show_and_a_missing_id() -> None:
     assert missing.exit_code == 1 and "gpu-xid-79" in missing.output  # not found: 1, like `incidents show`
 
 
+def test_an_entry_a_job_wide_analysis_gives_says_so_instead_of_signatures() -> None:
+    shown = runner.invoke(app, ["runbooks", "show", "nccl.network-choice-differs-across-nodes"])
+    assert shown.exit_code == 0 and "given by: prefilter/consistency.py" in shown.output
+    assert "signature:" not in shown.output
+
+
 def test_runbook_ids_are_never_cut_in_a_pipe() -> None:
     out = runner.invoke(app, ["runbooks"]).stdout  # CliRunner's stdout is not a terminal
     ids = [line.split("\t")[0] for line in out.splitlines()[1:]]
