@@ -113,3 +113,15 @@ def test_one_processs_log_of_two_attempts_is_not_a_collision(tmp_path: Path):
     (tmp_path / "rank3.log").write_text("Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8\n"
                                         "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8\n")
     assert triage([str(tmp_path)]).rule != RANK_ENTRY
+
+
+def test_each_nodes_choice_is_kept_once_however_many_ranks_repeat_it(tmp_path: Path):
+    """Memory stays bounded by nodes, not by rank files: every rank of a node logs the same choice."""
+    from diagnoser.triage import analyse
+
+    for rank in range(32):
+        host = f"gpu-b{rank // 8:02d}"
+        (tmp_path / f"rank{rank}.log").write_text(nccl_init(host, 4000 + rank, HPCX, "IBext_v8", range(rank, rank + 1)))
+    facts = analyse([str(tmp_path)]).scan.topology.facts
+    assert sorted((f.host, f.kind) for f in facts) == sorted((f"gpu-b{n:02d}", k) for n in range(4)
+                                                             for k in ("plugin", "network"))

@@ -78,6 +78,13 @@ class JobFact:
     record: LogRecord
 
 
+def fact_key(fact: JobFact) -> tuple:
+    """What makes a fact new: a node's network choice once per node, a rank claim once per process."""
+    if fact.kind == "rank":
+        return (fact.kind, fact.value, fact.detail, fact.process)
+    return (fact.kind, fact.value, fact.host)
+
+
 @dataclass
 class Topology:
     """Where ranks ran: from NCCL init lines and srun task exits; and what each process chose (`facts`)."""
@@ -156,6 +163,7 @@ def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
     matches: list[SignatureMatch] = []
     topo = Topology()
     weak: list[Event] = []
+    seen_facts: set[tuple] = set()
     for event in events:
         books = sorted({table.owner[p][1] for p in event.patterns if table.owner[p][0] == "runbook"})
         contexts = {table.context_names[table.owner[p][1]] for p in event.patterns if table.owner[p][0] == "context"}
@@ -185,7 +193,8 @@ def confirm(events: list[Event], table: PatternTable, runbooks: list[Runbook],
                 topo.task_exits.append((event, exit_))
         if "nccl_net" in contexts or "rank_claim" in contexts:
             fact = _job_fact(event.record)
-            if fact is not None:
+            if fact is not None and fact_key(fact) not in seen_facts:
+                seen_facts.add(fact_key(fact))
                 topo.facts.append(fact)
         if "weak_error" in contexts and not confirmed and _WEAK.search(text):
             weak.append(event)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from diagnoser.collect import nccl
 from diagnoser.prefilter.collateral import CollateralBudget
-from diagnoser.prefilter.matching import JobFact, Topology
+from diagnoser.prefilter.matching import JobFact, Topology, fact_key
 
 if TYPE_CHECKING:
     from diagnoser.prefilter.scan import SourceResult
@@ -31,7 +31,9 @@ class ResultMerger:
         self._node_ips: dict[str, tuple[int, int, str]] = {}
         self._task_nodes: dict[int, tuple[int, int, str]] = {}
         self._task_exits: list[tuple[int, int, tuple]] = []
-        self._facts: list[tuple[int, int, JobFact]] = []
+        # a fact's key -> (file index, position, the fact): the first saying of each, in file order (consistency.py
+        # compares distinct choices per node and distinct processes per rank; repeats only cost memory)
+        self._facts: dict[tuple, tuple[int, int, JobFact]] = {}
 
     def add(self, index: int, result: SourceResult) -> None:
         """`index`: the file's place in the job's list of sources."""
@@ -67,7 +69,10 @@ class ResultMerger:
         for n, (rank, node) in enumerate(task_nodes):
             self._said(self._task_nodes, rank, index << 32 | n, self._share(node))
         self._task_exits.extend((index, n, exit_) for n, exit_ in enumerate(task_exits))
-        self._facts.extend((index, n, fact) for n, fact in enumerate(facts))
+        for n, fact in enumerate(facts):
+            key = fact_key(fact)
+            if key not in self._facts or (index, n) < self._facts[key][:2]:
+                self._facts[key] = (index, n, fact)
 
     def topology(self) -> Topology:
         def in_file_order(table: dict) -> dict:
@@ -76,4 +81,4 @@ class ResultMerger:
         return Topology(in_file_order(self._placements), in_file_order(self._node_ips),
                         in_file_order(self._task_nodes), [exit_ for *_, exit_ in sorted(self._task_exits,
                                                                                         key=lambda t: t[:2])],
-                        [fact for *_, fact in sorted(self._facts, key=lambda t: t[:2])])
+                        [fact for *_, fact in sorted(self._facts.values(), key=lambda t: t[:2])])
