@@ -14,9 +14,10 @@ Some failures show in no single line, only in two lines that disagree:
   set-up (Slurm's `--ntasks-per-node` not matching the Trainer's devices, or each node numbering its ranks
   from 0): the world never forms, and a restart forms it the same way.
 
-Each verdict is a catalog entry with `given_by` (category, action, runbook), so a site or a held-out
-evaluation that drops the entry drops the check. A verdict decided by something stronger (a hardware
-fault, a higher-priority rule) stands: the disagreement may be a consequence or a bystander.
+Each verdict is a catalog entry with `given_by` (category, action, runbook): a site runbook of the same id
+changes the decision, and a rule set without the entry (a held-out evaluation) has no check. A verdict
+decided by something stronger (a hardware fault, a higher-priority rule) stands: the disagreement may be a
+consequence or a bystander.
 """
 
 from __future__ import annotations
