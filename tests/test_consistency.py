@@ -31,7 +31,7 @@ def nccl_init(host: str, pid: int, plugin: str | None, network: str, ranks: rang
 def job(tmp_path: Path, nodes: dict[str, str], tail: str = WATCHDOG) -> Path:
     """A per-node layout: node-x/rank*.log holds that node's NCCL output; the first node's log ends in `tail`."""
     for n, (node, text) in enumerate(nodes.items()):
-        (tmp_path / node).mkdir()
+        (tmp_path / node).mkdir(parents=True)
         (tmp_path / node / f"rank{8 * n}.log").write_text(text + (tail + "\n" if n == 0 else ""))
     return tmp_path
 
@@ -125,3 +125,28 @@ def test_each_nodes_choice_is_kept_once_however_many_ranks_repeat_it(tmp_path: P
     facts = analyse([str(tmp_path)]).scan.topology.facts
     assert sorted((f.host, f.kind) for f in facts) == sorted((f"gpu-b{n:02d}", k) for n in range(4)
                                                              for k in ("plugin", "network"))
+
+
+def test_a_site_runbook_of_the_same_id_decides_the_disagreement(tmp_path: Path):
+    """A site that drains such nodes instead of paging an operator says so once, in its own runbook."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "net-mismatch.md").write_text(f"""---
+id: {NET_ENTRY}
+title: 'Nodes on different NCCL networks (site: drain the odd node)'
+category: infra
+subtype: nccl_net_inconsistent_across_nodes
+action: drain_and_restart
+priority: 72
+confidence: 0.8
+given_by: prefilter/consistency.py
+---
+# Nodes on different NCCL networks
+
+Drain the odd node; the image team re-provisions it.
+""")
+    d = job(tmp_path / "job", {"node-a": nccl_init("gpu-a07", 3100, HPCX, "IBext_v8", range(0, 8)),
+                               "node-b": nccl_init("gpu-a08", 4100, HPCX, "IBext_v8", range(8, 16)),
+                               "node-c": nccl_init("gpu-a09", 5100, None, "IB", range(16, 24))})
+    v = triage([str(d)], runbook_dir=site)
+    assert (v.rule, v.action, v.culprit.nodes) == (NET_ENTRY, Action.DRAIN_AND_RESTART, ["gpu-a09"])
