@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from diagnoser.models import Category, Culprit, DecidedBy, Diagnosis, Evidence, FirstFailure, Role
+from diagnoser.models import Category, Culprit, DecidedBy, Diagnosis, FirstFailure, Role
 from diagnoser.prefilter.matching import JobFact, Topology
 from diagnoser.prefilter.runbooks import Runbook
-from diagnoser.prefilter.verdict import scoped
+from diagnoser.prefilter.verdict import evidence_led_by, scoped
 
 NET_ENTRY = "nccl.network-choice-differs-across-nodes"
 RANK_ENTRY = "trainlib.global-rank-taken-by-two-processes"
@@ -44,21 +44,20 @@ class Disagreement:
     facts: list[JobFact]  # the lines that show it, the odd ones first
 
 
-def _host_values(facts: list[JobFact], kind: str) -> dict[str, tuple[str, list[JobFact]]]:
-    """Each host's one choice of `kind`; a plugin that loaded after a failed attempt counts as loaded (the
-    loader tries several names), a host that otherwise said two different things is left out."""
-    said: dict[str, list[JobFact]] = defaultdict(list)
+def _host_values(facts: list[JobFact], kind: str) -> dict[str, JobFact]:
+    """Each host's one choice of `kind` (facts come once per host and choice, matching.fact_key); a plugin that
+    loaded after a failed attempt counts as loaded (the loader tries several names), a host that otherwise said
+    two different things is left out."""
+    said: dict[str, dict[str, JobFact]] = defaultdict(dict)
     for f in facts:
         if f.kind == kind and f.host:
-            said[f.host].append(f)
+            said[f.host].setdefault(f.value, f)
     out = {}
-    for host, lines in said.items():
-        values = {f.value for f in lines}
-        if kind == "plugin" and "loaded" in values:
-            values = {"loaded"}
-        if len(values) == 1:
-            value = values.pop()
-            out[host] = (value, [f for f in lines if f.value == value])
+    for host, choices in said.items():
+        if kind == "plugin" and "loaded" in choices:
+            choices = {"loaded": choices["loaded"]}
+        if len(choices) == 1:
+            out[host] = next(iter(choices.values()))
     return out
 
 
@@ -71,17 +70,17 @@ def network_disagreement(facts: list[JobFact]) -> Disagreement | None:
     """Nodes that chose a different network plugin or transport than the others."""
     for kind in ("plugin", "network"):
         hosts = _host_values(facts, kind)
-        counts = Counter(value for value, _ in hosts.values())
+        counts = Counter(f.value for f in hosts.values())
         if len(hosts) < 2 or len(counts) < 2:
             continue
         (common, n_common), (_, n_next) = counts.most_common(2)
         if n_common > n_next:  # the odd ones are those off the majority
-            odd = sorted(h for h, (v, _) in hosts.items() if v != common)
+            odd = sorted(h for h, f in hosts.items() if f.value != common)
         else:  # a tie: the nodes that fell back are the ones missing the install
-            odd = sorted(h for h, (v, _) in hosts.items() if v == FALLBACKS[kind])
+            odd = sorted(h for h, f in hosts.items() if f.value == FALLBACKS[kind])
         if len(odd) > max(1, len(hosts) // 4):
             odd = []  # not a few odd nodes but a split cluster: name none
-        shown = [hosts[h][1][0] for h in odd] + [lines[0] for h, (_, lines) in sorted(hosts.items()) if h not in odd]
+        shown = [hosts[h] for h in odd] + [f for h, f in sorted(hosts.items()) if h not in odd]
         what = "net plugin" if kind == "plugin" else "network transport"
         choices = ", ".join(_said(v, n) for v, n in counts.most_common())
         where = f"; {', '.join(odd)} chose differently from the rest" if odd else ""
@@ -127,8 +126,6 @@ def with_job_consistency(verdict: Diagnosis, topology: Topology, books: dict[str
         entry = books.get(found.entry) if found else None
         if found is None or entry is None or _stands(verdict, entry, books):
             continue
-        evidence = [Evidence(source=f.record.source, line=f.record.line, text=f.record.text)
-                    for f in found.facts[:MAX_EVIDENCE]]
         first = found.facts[0].record
         was = verdict.rule or verdict.subtype
         return verdict.model_copy(update={
@@ -136,7 +133,7 @@ def with_job_consistency(verdict: Diagnosis, topology: Topology, books: dict[str
             "confidence": entry.confidence, "decided_by": DecidedBy.RULE,
             "culprit": scoped(Culprit(nodes=found.nodes), entry.culprit_scope),
             "root_cause": found.root_cause,
-            "evidence": evidence + [e for e in verdict.evidence if e not in evidence][:4],
+            "evidence": evidence_led_by([f.record for f in found.facts], verdict, lead=MAX_EVIDENCE, kept=4),
             "first_failure": FirstFailure(source=first.source, line=first.line),
             "rule": entry.id, "runbook": entry.path or verdict.runbook,
             "notes": [*verdict.notes, f"decided by comparing the job's processes ({entry.given_by}); was {was}"],

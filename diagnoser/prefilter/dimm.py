@@ -101,7 +101,7 @@ def with_failing_dimm(verdict: Diagnosis, matches: list[SignatureMatch], books: 
         "culprit": scoped(Culprit(nodes=[dimm.node] if dimm.node else []), "node"),
         "root_cause": (f"{dimm.errors} corrected memory errors on {where}, past mcelog's per-DIMM threshold "
                        f"({THRESHOLD} in 24 h): the DIMM is failing; drain the node and replace the DIMM"),
-        "evidence": evidence_led_by(dimm.matches, verdict),
+        "evidence": evidence_led_by([m.record for m in dimm.matches], verdict),
         "rule": book.id, "runbook": book.path or verdict.runbook,
         "notes": [*verdict.notes, f"was {verdict.category.value}/{verdict.subtype}: {dimm.errors} corrected errors "
                   f"added up on one DIMM"],

@@ -145,12 +145,11 @@ def _extract(book: Runbook, text: str) -> dict[str, str] | None:
 def _job_fact(record: LogRecord) -> JobFact | None:
     prefix = split_prefix(record.text)
     process = f"{record.source}|{prefix.rank}|{prefix.local_rank}|{prefix.node}"
-    line = nccl.parse_line(prefix.rest) or nccl.parse_line(record.text)
     choice = nccl.parse_net_choice(prefix.rest)
     if choice is not None:
+        line = nccl.parse_line(prefix.rest) or nccl.parse_line(record.text)
         host = line.host if line else (prefix.node or record.node)
-        return JobFact(choice.kind, choice.value, choice.detail, host,
-                       f"{host}|{line.pid}" if line else process, record)
+        return JobFact(choice.kind, choice.value, choice.detail, host, process, record)
     m = _RANK_CLAIM.search(prefix.rest)
     if m is None:
         return None

@@ -83,7 +83,7 @@ def with_recurring_gpu_fault(verdict: Diagnosis, matches: list[SignatureMatch],
         "root_cause": (f"{fault.book.title} recurred on {where} in {len(fault.processes)} unrelated processes "
                        f"(pids {shown}): a fault that follows one GPU is the GPU, not the program "
                        f"(NVIDIA lists hardware among its causes); drain the node and run dcgmi diag -r 3"),
-        "evidence": evidence_led_by(fault.matches, verdict),
+        "evidence": evidence_led_by([m.record for m in fault.matches], verdict),
         "rule": f"recurrence.{fault.book.id}", "runbook": fault.book.path or verdict.runbook,
         "notes": [*verdict.notes, f"was {verdict.category.value}/{verdict.subtype}: the same fault recurred "
                   f"on one GPU in {len(fault.processes)} processes"],

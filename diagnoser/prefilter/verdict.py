@@ -20,6 +20,7 @@ from diagnoser.models import (
     Evidence,
     FirstFailure,
     InputWarning,
+    LogRecord,
     Role,
     ScanStats,
     SignatureMatch,
@@ -104,10 +105,11 @@ def _collateral_clause(counts: dict[str, int], books: dict[str, Runbook]) -> str
     return "; collateral: " + ", ".join(parts)
 
 
-def evidence_led_by(matches: list[SignatureMatch], verdict: Diagnosis) -> list[Evidence]:
-    """A reconsidered verdict's evidence: the lines that changed it (up to 4), then the verdict's own."""
-    lead = [Evidence(source=m.record.source, line=m.record.line, text=m.record.text) for m in matches[:4]]
-    return lead + [e for e in verdict.evidence if e not in lead][:8]
+def evidence_led_by(records: list[LogRecord], verdict: Diagnosis, lead: int = 4, kept: int = 8) -> list[Evidence]:
+    """A reconsidered verdict's evidence: the lines that changed it (up to `lead`), then up to `kept` of the
+    verdict's own."""
+    first = [Evidence(source=r.source, line=r.line, text=r.text) for r in records[:lead]]
+    return first + [e for e in verdict.evidence if e not in first][:kept]
 
 
 def scoped(culprit: Culprit, scope: str) -> Culprit:
