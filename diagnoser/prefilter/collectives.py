@@ -183,13 +183,16 @@ def first_collective_never_completed(timeouts: tuple[_Facts, list[CollateralHit]
     ACS, networking; its active diagnostics exist because such paths "would otherwise surface only later,
     as hangs"). A rank busy before its first collective (rank 0 preprocessing the dataset) looks the same,
     so the verdict is weak and says so. In the corpus, 7 of the 9 cases with only SeqNum=1 timeouts were
-    not the job's code. `timeouts`: `waiting_without_a_dead_peer`."""
+    not the job's code. A timeout line that names no collective (the watchdog's message restated by
+    `c10::DistBackendError` or a `what():` cut short) neither makes nor vetoes the case: one job runs one
+    PyTorch, whose lines that do name the collective say which. `timeouts`: `waiting_without_a_dead_peer`."""
     if timeouts is None:
         return None
     facts, waiting = timeouts
-    if any(h.work is None or h.work[0] > FIRST_COLLECTIVE for h in waiting):
+    named = [h for h in waiting if h.work is not None]
+    if not named or any(h.work[0] > FIRST_COLLECTIVE for h in named):
         return None
-    ops = sorted({h.work[1] for h in waiting if h.work})
+    ops = sorted({h.work[1] for h in named})
     return Finding("first_collective_never_completed", Category.INFRA, Action.ESCALATE, 0.45,
                    f"{len(waiting)} timeout(s) in the process group's first collective ({', '.join(ops)}, SeqNum 1) "
                    "and nothing reports a dead peer: the communication path between the GPUs or nodes most likely "
