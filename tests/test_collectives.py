@@ -188,31 +188,31 @@ def test_timeouts_in_the_first_collective_only_point_at_the_communication_path()
     assert "SeqNum 1" in f.root_cause and "preprocessing" in f.root_cause  # says what else it could be
 
 
+FIRST_TIMEOUT = ("[rank1]:[E1120 10:11:12.123456 1234 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                 "ran for 600041 milliseconds before timing out.")
+
+
+def triaged_rank_log(tmp_path, *lines):
+    (tmp_path / "rank1.log").write_text("\n".join(lines) + "\n")
+    return analyse([str(tmp_path)], workers=1).diagnosis
+
+
 def test_a_restated_timeout_that_names_no_collective_does_not_hide_the_first_one(tmp_path):
     """PyTorch 2.x restates the watchdog's timeout as the C++ exception it throws; a restatement without the
     `WorkNCCL(SeqNum=...)` part neither decides nor vetoes: the lines that name the collective say SeqNum 1."""
-    (tmp_path / "rank1.log").write_text(
-        "[rank1]:[E1120 10:11:12.123456 1234 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
-        "for 600041 milliseconds before timing out.\n"
-        "c10::DistBackendError: [Rank 1] Watchdog caught collective operation timeout\n"
-        "process 1 terminated with signal SIGABRT\n")
-    d = analyse([str(tmp_path)], workers=1).diagnosis
+    d = triaged_rank_log(tmp_path, FIRST_TIMEOUT, "c10::DistBackendError: [Rank 1] Watchdog caught collective "
+                         "operation timeout", "process 1 terminated with signal SIGABRT")
     assert (d.category.value, d.subtype) == ("infra", "first_collective_never_completed"), d.subtype
-    (tmp_path / "rank1.log").write_text("[Rank 1] Watchdog caught collective operation timeout\n" * 2)
-    d = analyse([str(tmp_path)], workers=1).diagnosis
+    d = triaged_rank_log(tmp_path, *["[Rank 1] Watchdog caught collective operation timeout"] * 2)
     assert d.subtype == "collective_timeout_busy_rank", d.subtype  # nothing names the collective: no SeqNum 1 claim
 
 
 def test_the_watchdogs_cpp_exception_is_the_timeouts_collateral_not_the_jobs_exception(tmp_path):
     """`c10::DistBackendError: ...` is the class torch.distributed.DistBackendError is bound to: a backend
     failure whose message decides, never a generic Python exception of the job's."""
-    (tmp_path / "rank1.log").write_text(
-        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
-        "NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.\n"
-        "c10::DistBackendError: watchdog thread terminated with exception\n"
-        "process 1 terminated with signal SIGABRT\n")
-    d = analyse([str(tmp_path)], workers=1).diagnosis
+    d = triaged_rank_log(tmp_path, FIRST_TIMEOUT, "c10::DistBackendError: watchdog thread terminated with exception",
+                         "process 1 terminated with signal SIGABRT")
     assert (d.category.value, d.subtype) == ("infra", "first_collective_never_completed"), d.subtype
 
 
