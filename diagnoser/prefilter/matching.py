@@ -95,13 +95,6 @@ class Topology:
     task_exits: list[tuple[Event, slurm.TaskExit]] = field(default_factory=list)
     facts: list[JobFact] = field(default_factory=list)
 
-    def merge(self, other: Topology) -> None:
-        self.placements.update(other.placements)
-        self.node_ips.update(other.node_ips)
-        self.task_nodes.update(other.task_nodes)
-        self.task_exits.extend(other.task_exits)
-        self.facts.extend(other.facts)
-
     def node_of_rank(self, rank: int) -> str | None:
         if rank in self.placements:
             return self.placements[rank].node
