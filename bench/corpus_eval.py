@@ -18,6 +18,11 @@ and nodes or GPUs by PCI bus id).
     python bench/corpus_eval.py [--corpus DIR] [--dev DIR] [--extra DIR ...] [--show-misses] [--skip-loro]
                                 [--out DIR]
 
+`--memory-fraction F` keeps only a fixed share F of the corpus in every memory (the same cases whatever the
+run: a case is kept when a hash of its id falls below F, so a smaller share is a subset of a larger one). It
+measures what the incident memory adds and how accuracy grows with the corpus: `bench/memory_curve.py` runs it
+at several shares and plots the curve.
+
 `--extra DIR` scores another labelled set (same format) like the development set, with the whole
 corpus in memory: a batch of real incidents collected after the rules were written, or a site's
 own labelled failures, before they join the corpus. `--skip-loro` scores only those sets (a minute
@@ -30,6 +35,7 @@ row-normalised, into `<out>/confusion.png`.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -251,6 +257,15 @@ def run(cases: list[CorpusCase], memory_for, priorities: dict[str, int], title: 
     return rows
 
 
+def kept_in_memory(case: CorpusCase, fraction: float) -> bool:
+    """Whether the case is in a memory that holds `fraction` of the corpus: a stable hash of its id, so the
+    cases kept at 0.25 are among those kept at 0.5."""
+    if fraction >= 1.0:
+        return True
+    digest = hashlib.sha256(case.id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=ROOT / "diagnoser" / "data" / "corpus")
@@ -260,8 +275,12 @@ def main() -> int:
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--skip-loro", action="store_true",
                         help="score only the development and --extra sets (a quick held-out check of a new batch)")
+    parser.add_argument("--memory-fraction", type=float, default=1.0,
+                        help="keep only this share of the corpus in every memory (0 = rules alone)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
+    if not 0.0 <= args.memory_fraction <= 1.0:
+        parser.error("--memory-fraction must be between 0 and 1")
     # an empty store location: the (replaced) seed answers, never this machine's own store
     os.environ["DIAGNOSER_STORE"] = tempfile.mkdtemp(prefix="corpus-eval-store-")
     from diagnoser.prefilter.runbooks import load_runbooks
@@ -276,9 +295,10 @@ def main() -> int:
     by_repo: dict[str, list[CorpusCase]] = defaultdict(list)
     for case in corpus:
         by_repo[case.source_repo].append(case)
-    memories = {repo: corpus_incidents([c for c in corpus if c.source_repo != repo]) for repo in by_repo}
+    remembered = [c for c in corpus if kept_in_memory(c, args.memory_fraction)]
+    memories = {repo: corpus_incidents([c for c in remembered if c.source_repo != repo]) for repo in by_repo}
     results = {}
-    full = corpus_incidents(corpus)
+    full = corpus_incidents(remembered)
     dev = load_corpus(args.dev, require_repo=False) if args.dev.is_dir() else []
     if dev:
         results["development set"] = score("development set (whole corpus in memory)",
