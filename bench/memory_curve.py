@@ -27,7 +27,7 @@ EVAL = ROOT / "bench" / "corpus_eval.py"
 def run_point(fraction: float, out: Path) -> dict:
     """One leave-one-repo-out run at this memory share; its corpus figures and stage counts."""
     point_dir = out / f"memory-{fraction:g}"
-    log = point_dir.with_suffix(".log")
+    log = out / f"memory-{fraction:g}.log"  # not with_suffix: "memory-0.25" has a suffix already
     point_dir.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as sink:
         subprocess.run([sys.executable, str(EVAL), "--memory-fraction", str(fraction), "--out", str(point_dir)],
