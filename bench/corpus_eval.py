@@ -146,6 +146,9 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
     print(f"culprit node or GPU named in {len(named_any)} cases, precision "
           f"{'n/a' if precision_any is None else f'{precision_any:.1%}'}; recall on {len(labelled)} labelled "
           f"{'n/a' if recall_any is None else f'{recall_any:.1%}'}")
+    slices = slice_scores(rows)
+    print("by slice: " + "; ".join(f"{k} {v['cases']}: {v['category_accuracy']:.1%} / {v['action_family_accuracy']:.1%}"
+                                   f" ({v['unknown_rate']:.1%} unknown)" for k, v in slices.items()))
     baseline = keyword_comparison(rows)
     print(f"keyword baseline (bench/keyword_baseline.py) on the same cases: "
           f"category {baseline['category_accuracy']:.1%}   action family {baseline['action_family_accuracy']:.1%}; "
@@ -169,10 +172,25 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
             "culprit_precision": precision, "culprit_named": len(named), "culprit_recall": recall,
             "culprit_any_precision": precision_any, "culprit_any_named": len(named_any),
             "culprit_any_recall": recall_any,
-            "keyword_baseline": baseline,
+            "keyword_baseline": baseline, "slices": slices,
             "category_matrix": {"labels": CATEGORIES, "matrix": cat_m},
             "action_matrix": {"labels": FAMILIES, "matrix": act_m},
             "rows": rows}
+
+
+def slice_scores(rows: list[dict]) -> dict[str, dict]:
+    """Category/family accuracy and `unknown` rate on slices of the labels: decoys (the log points one way, the
+    thread's resolution the other) against plain cases, and each label confidence of the plain cases. A slice
+    says where the misses are; it is no reweighting of the headline figure."""
+    groups: dict[str, list[dict]] = {"decoys": [r for r in rows if r["decoy"]],
+                                     "plain": [r for r in rows if not r["decoy"]]}
+    for confidence in ("high", "medium", "low"):
+        groups[f"plain, {confidence} confidence"] = [r for r in groups["plain"] if r["label_confidence"] == confidence]
+    return {name: {"cases": len(g),
+                   "category_accuracy": sum(r["category"] == r["truth_category"] for r in g) / len(g),
+                   "action_family_accuracy": sum(r["family"] == r["truth_family"] for r in g) / len(g),
+                   "unknown_rate": sum(r["category"] == "unknown" for r in g) / len(g)}
+            for name, g in groups.items() if g}
 
 
 def keyword_comparison(rows: list[dict]) -> dict:
@@ -231,7 +249,8 @@ def row_for(case: CorpusCase, verdict: dict, priorities: dict[str, int]) -> dict
             "culprit_hit": culprit_hit(label, verdict), "truth_culprit": label,
             "culprit_nodes": verdict["culprit"]["nodes"],
             "gpu_hit": gpu_hit(label, verdict), "culprit_gpus": verdict["culprit"]["gpus"],
-            "truth_culprit_in_log": culprit_in_log(label, case.log)}
+            "truth_culprit_in_log": culprit_in_log(label, case.log),
+            "decoy": case.decoy, "label_confidence": case.label_confidence}
 
 
 _ALL_RULES: list = []
