@@ -1,13 +1,13 @@
 """How held-out accuracy grows with the incident memory: the corpus scored leave-one-repo-out with a memory
 that holds 0%, 25%, ... 100% of the corpus (`corpus_eval.py --memory-fraction`), side by side.
 
-At 0% every case is decided by the rules alone; the rise from there is what retrieval over real past
-incidents adds, and its slope at 100% says whether collecting more incidents still pays. The shares are
-nested (the cases kept at 25% are among those kept at 50%), so the points differ only in memory size.
+At 0% only the rules and the closest-vocabulary step (the catalogs' own examples) decide; the rise from there
+is what retrieval over real past incidents adds, and its slope at 100% says whether collecting more incidents
+still pays. The shares are nested (the cases kept at 25% are among those kept at 50%), so the points differ only in memory size.
 
     python bench/memory_curve.py [--fractions 0,0.25,0.5,0.75,1] [--jobs 2] [--out DIR]
 
-Each point is one full leave-one-repo-out run (about half an hour on one core); `--jobs` runs that many at once.
+Each point is one full leave-one-repo-out run (10-30 minutes on one core, by load); `--jobs` runs that many at once.
 Results: <out>/memory_curve.json and, with matplotlib, <out>/memory_curve.png.
 """
 
