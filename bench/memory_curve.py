@@ -3,7 +3,8 @@ that holds 0%, 25%, ... 100% of the corpus (`corpus_eval.py --memory-fraction`),
 
 At 0% only the rules and the closest-vocabulary step (the catalogs' own examples) decide; the rise from there
 is what retrieval over real past incidents adds, and its slope at 100% says whether collecting more incidents
-still pays. The shares are nested (the cases kept at 25% are among those kept at 50%), so the points differ only in memory size.
+still pays. The shares are nested (the cases kept at 25% are among those kept at 50%), so the points differ
+only in memory size.
 
     python bench/memory_curve.py [--fractions 0,0.25,0.5,0.75,1] [--jobs 2] [--out DIR]
 
