@@ -125,12 +125,11 @@ def score(name: str, rows: list[dict], show_misses: bool) -> dict:
     n = len(rows)
     cat_pairs = [(r["truth_category"], r["category"]) for r in rows]
     act_pairs = [(r["truth_family"], r["family"]) for r in rows]
-    cat_acc = sum(t == p for t, p in cat_pairs) / n
-    act_acc = sum(t == p for t, p in act_pairs) / n
+    headline = rates(rows)
+    cat_acc, act_acc, unknown = (headline[k] for k in ("category_accuracy", "action_family_accuracy", "unknown_rate"))
     stages = Counter(r["stage"] for r in rows)
     stage_acc = {s: (sum(r["category"] == r["truth_category"] for r in rows if r["stage"] == s), stages[s])
                  for s in STAGES if stages[s]}
-    unknown = sum(r["category"] == "unknown" for r in rows) / n
     named = [r for r in rows if r["culprit_hit"] is not None]
     precision = sum(r["culprit_hit"] for r in named) / len(named) if named else None
     labelled = [r for r in rows if r["truth_culprit_in_log"]]
@@ -186,11 +185,16 @@ def slice_scores(rows: list[dict]) -> dict[str, dict]:
                                      "plain": [r for r in rows if not r["decoy"]]}
     for confidence in ("high", "medium", "low"):
         groups[f"plain, {confidence} confidence"] = [r for r in groups["plain"] if r["label_confidence"] == confidence]
-    return {name: {"cases": len(g),
-                   "category_accuracy": sum(r["category"] == r["truth_category"] for r in g) / len(g),
-                   "action_family_accuracy": sum(r["family"] == r["truth_family"] for r in g) / len(g),
-                   "unknown_rate": sum(r["category"] == "unknown" for r in g) / len(g)}
-            for name, g in groups.items() if g}
+    return {name: rates(g) for name, g in groups.items() if g}
+
+
+def rates(rows: list[dict]) -> dict:
+    """Cases, category and action-family accuracy and `unknown` rate of a non-empty set of rows."""
+    n = len(rows)
+    return {"cases": n,
+            "category_accuracy": sum(r["category"] == r["truth_category"] for r in rows) / n,
+            "action_family_accuracy": sum(r["family"] == r["truth_family"] for r in rows) / n,
+            "unknown_rate": sum(r["category"] == "unknown" for r in rows) / n}
 
 
 def keyword_comparison(rows: list[dict]) -> dict:
