@@ -51,6 +51,20 @@ def test_a_task_launch_that_names_its_reason_is_decided_by_the_reason_not_as_a_n
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "scheduler_misconfigured", "escalate")
 
 
+def test_an_optional_spank_plugin_that_did_not_load_does_not_outrank_the_refusal_that_follows(tmp_path):
+    # spank.c reports the plug-in's load error, then goes on unless plugstack.conf marks it required
+    d = _triage(tmp_path, {"slurm-submit.out": (
+        "sbatch: error: spank: x11.so: Plugin file not found\n"
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "scheduler_request_invalid", "stop_and_notify")
+    alone = _triage(tmp_path / "alone", {"slurm-submit.out": "sbatch: error: spank: x11.so: Plugin file not found\n"})
+    assert (alone.category.value, alone.action.value) == ("infra", "escalate")
+    required = _triage(tmp_path / "required", {"slurm-submit.out": (
+        "sbatch: error: spank: x11.so: Plugin file not found\n"
+        "sbatch: error: spank: /etc/slurm/plugstack.conf:2: Failed to load plugin x11.so. Aborting.\n")})
+    assert (required.rule, required.action.value) == ("slurm.spank-required-plugin-not-loaded", "escalate")
+
+
 @pytest.mark.parametrize("line", ["ValueError: Invalid time specified",
                                   "requests.exceptions.ConnectionError: Connection refused"])
 def test_the_same_words_outside_a_slurm_command_are_not_slurms(tmp_path, line):
