@@ -56,7 +56,8 @@ def test_an_optional_spank_plugin_that_did_not_load_does_not_outrank_the_refusal
     d = _triage(tmp_path, {"slurm-submit.out": (
         "sbatch: error: spank: x11.so: Plugin file not found\n"
         "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n")})
-    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "scheduler_request_invalid", "stop_and_notify")
+    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "scheduler_request_invalid",
+                                                              "stop_and_notify")
     alone = _triage(tmp_path / "alone", {"slurm-submit.out": "sbatch: error: spank: x11.so: Plugin file not found\n"})
     assert (alone.category.value, alone.action.value) == ("infra", "escalate")
     required = _triage(tmp_path / "required", {"slurm-submit.out": (
