@@ -32,3 +32,25 @@ def test_a_bare_internal_error_in_the_jobs_own_message_is_not_ncclInternalError(
     verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + "ValueError: internal error, NCCL version "
                                       "string could not be parsed from config\n"})
     assert verdict.subtype != "nccl_internal_error"
+
+
+@pytest.mark.parametrize("text", [
+    # PyTorch: the result, then ncclGetLastError() after "Last error:"
+    "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+    "ProcessGroupNCCL.cpp:3396, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.25.1\n"
+    "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 1 'invalid argument'\n",
+    # XLA:GPU quotes the last NCCL warning on the same line
+    "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: NCCL "
+    "operation ncclGroupEnd() failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details). Last NCCL "
+    "warning(error) log entry (may be unrelated) 'Cuda failure 1 'invalid argument''.\n",
+])
+def test_the_cuda_failure_behind_an_unhandled_cuda_error_decides(tmp_path: Path, text: str):
+    # ncclUnhandledCudaError only says a CUDA call inside NCCL failed; the CUDA error it reports names the class
+    verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + text})
+    assert (verdict.category, verdict.subtype) == ("user_code", "cuda_invalid_argument")
+
+
+def test_an_unhandled_cuda_error_without_its_cuda_failure_stays_open(tmp_path: Path):
+    verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + "ncclUnhandledCudaError: Call to CUDA function "
+                                      "failed.\n"})
+    assert (verdict.category, verdict.subtype) == ("unknown", "nccl_unhandled_cuda_error")
