@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 from triage_support import triage_files
 
+from diagnoser.models import Category
+from diagnoser.prefilter.runbooks import load_runbooks
+
 TRACE = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
          "    dist.all_reduce(grad)\n")
 
@@ -54,3 +57,12 @@ def test_an_unhandled_cuda_error_without_its_cuda_failure_stays_open(tmp_path: P
     verdict = triage_files(tmp_path, {"node-a/rank0.log": TRACE + "ncclUnhandledCudaError: Call to CUDA function "
                                       "failed.\n"})
     assert (verdict.category, verdict.subtype) == ("unknown", "nccl_unhandled_cuda_error")
+
+
+def test_every_cuda_error_that_names_a_class_outranks_the_open_unhandled_cuda_error():
+    # the ordering the two tests above rely on, checked over the whole table so a new CUDA entry cannot undo it
+    rules = {r.id: r for r in load_runbooks()}
+    open_ones = [rules["nccl.ncclunhandledcudaerror"], rules["jax-xla.xla-nccl-unhandled-cuda"]]
+    classified = [r for r in rules.values() if r.id.startswith("cuda.") and r.category != Category.UNKNOWN]
+    assert classified
+    assert min(r.priority for r in classified) > max(r.priority for r in open_ones)
