@@ -34,7 +34,7 @@ from pathlib import Path
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from diagnoser import atomic
 from diagnoser.models import Action, Category, Role
@@ -85,12 +85,24 @@ class Catalog(BaseModel):
     kind: str = Field(pattern="^(keyed|phrases)$")
     template: str | None = None
     # named regex fragments many entries share (how printers introduce a code); a pattern says
-    # `{prefix:NAME}` (a quantifier is never `{prefix`, so str.format-style braces stay free)
+    # `{prefix:NAME}` (a quantifier is never `{prefix`, so str.format-style braces stay free), and so may
+    # a prefix, naming one defined above it (stored expanded)
     prefixes: dict[str, str] = Field(default_factory=dict)
     extractors: dict[str, str] = Field(default_factory=dict)
     summary: str = ""  # format string; {title} and the match's named groups are filled in
     defaults: dict = Field(default_factory=dict)
     entries: list[Entry] = Field(min_length=1)
+
+    @field_validator("prefixes")
+    @classmethod
+    def _expand_prefixes(cls, prefixes: dict[str, str]) -> dict[str, str]:
+        expanded: dict[str, str] = {}
+        for name, fragment in prefixes.items():
+            unknown = set(_PREFIX_TOKEN.findall(fragment)) - set(expanded)
+            if unknown:
+                raise ValueError(f"prefix {name!r} uses prefixes not defined above it: {sorted(unknown)}")
+            expanded[name] = _PREFIX_TOKEN.sub(lambda m: expanded[m.group(1)], fragment)
+        return expanded
 
     @model_validator(mode="after")
     def _shape(self) -> Catalog:
