@@ -210,7 +210,6 @@ def test_a_named_prefix_is_expanded_in_every_pattern_that_uses_it(tmp_path: Path
     assert not rule.compiled[0].search("ValueError: invalid argument")
 
 
-
 def test_a_prefix_may_use_one_defined_above_it(tmp_path: Path):
     """A list two fragments share (the programs that print a line) is written once; order keeps it acyclic."""
     table = tmp_path / "t.yaml"
@@ -221,6 +220,7 @@ def test_a_prefix_may_use_one_defined_above_it(tmp_path: Path):
     table.write_text(head + "prefixes: {said: '{prefix:prog}: error: ', prog: '(?:srun|sbatch)'}\n" + entries)
     with pytest.raises(RunbookError, match="not defined above it: \\['prog'\\]"):
         parse_catalog(table)
+
 
 WARNINGS_PRINTED_ON_HEALTHY_STARTS = [
     # NVSHMEM prints it whenever the module is missing, also on one node where NVLink/P2P serves every PE

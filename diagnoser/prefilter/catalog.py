@@ -46,6 +46,11 @@ _SLUG = re.compile(r"[^a-z0-9]+")
 _PREFIX_TOKEN = re.compile(r"\{prefix:(\w+)\}")
 
 
+def _with_prefixes(pattern: str, prefixes: dict[str, str]) -> str:
+    """The pattern with each `{prefix:NAME}` replaced by that prefix's fragment."""
+    return _PREFIX_TOKEN.sub(lambda m: prefixes[m.group(1)], pattern)
+
+
 class Entry(BaseModel):
     """One code or phrase of a vocabulary and what it means for a training job."""
 
@@ -101,7 +106,7 @@ class Catalog(BaseModel):
             unknown = set(_PREFIX_TOKEN.findall(fragment)) - set(expanded)
             if unknown:
                 raise ValueError(f"prefix {name!r} uses prefixes not defined above it: {sorted(unknown)}")
-            expanded[name] = _PREFIX_TOKEN.sub(lambda m: expanded[m.group(1)], fragment)
+            expanded[name] = _with_prefixes(fragment, expanded)
         return expanded
 
     @model_validator(mode="after")
@@ -134,7 +139,7 @@ def _signatures(catalog: Catalog, entry: Entry) -> list[str]:
     else:
         assert catalog.template is not None and entry.key is not None
         patterns = [catalog.template.replace("{key}", re.escape(entry.key)), *entry.patterns]
-    return [_PREFIX_TOKEN.sub(lambda m: catalog.prefixes[m.group(1)], p) for p in patterns]
+    return [_with_prefixes(p, catalog.prefixes) for p in patterns]
 
 
 # what an entry that names a runbook takes from it when it does not say itself
