@@ -65,3 +65,31 @@ def test_pytorchs_dsa_boilerplate_is_not_a_device_side_assert(tmp_path):
         "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call "
         "first):\n")})
     assert d.subtype == "cuda_invalid_device_ordinal", d.root_cause
+
+
+@pytest.mark.parametrize(("line", "category", "subtype"), [
+    # Marian's CURAND_CHECK prints only the number; CuPy and Caffe print the curandStatus_t name
+    ("[2024-03-02 10:11:12] Curand error 203 - src/tensors/rand.cpp:80: "
+     "curandCreateGenerator(&generator_, CURAND_RNG_PSEUDO_DEFAULT)", "infra", "cuda_init_error"),
+    ("cupy_backends.cuda.libs.curand.CURANDError: CURAND_STATUS_INITIALIZATION_FAILED", "infra", "cuda_init_error"),
+    ("F0412 10:02:11.512 common.cpp:171] Check failed: status == CURAND_STATUS_SUCCESS (102 vs. 0)  "
+     "CURAND_STATUS_ALLOCATION_FAILED", "user_code", "cuda_oom"),
+    ("cupy_backends.cuda.libs.curand.CURANDError: CURAND_STATUS_LENGTH_NOT_MULTIPLE", "user_code", "curand_error"),
+])
+def test_curand_status_codes_read_by_name_and_by_number(tmp_path, line, category, subtype):
+    d = _triage(tmp_path, {"rank0.log": line + "\n"})
+    assert (d.category, d.subtype) == (category, subtype)
+
+
+def test_peer_access_unsupported_is_the_callers_unless_enabling_p2p_failed_after_the_driver_allowed_it(tmp_path):
+    """cudaErrorPeerAccessUnsupported answers a capability query: a caller that tried P2P between GPUs the driver
+    reports as unconnected (one GPU per process) is the job's; NCCL's 'failed to peer with device' comes after the
+    driver said P2P was possible, so the node is suspect."""
+    ipc = _triage(tmp_path / "ipc", {"rank0.log": (
+        "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
+        "is not supported between these two devices\n")})
+    peer = _triage(tmp_path / "peer", {"rank0.log": (
+        "gpu-018:20311:20390 [1] NCCL WARN failed to peer with device 2(=4f000): 217 peer access is not supported "
+        "between these two devices\n")})
+    assert (ipc.category, ipc.action) == ("user_code", "stop_and_notify")
+    assert (peer.category, peer.action) == ("infra", "drain_and_restart")
