@@ -86,7 +86,7 @@ def test_peer_access_unsupported_is_the_callers_unless_enabling_p2p_failed_after
     reports as unconnected (one GPU per process) is the job's; NCCL's 'failed to peer with device' comes after the
     driver said P2P was possible, so the node is suspect."""
     ipc = _triage(tmp_path / "ipc", {"rank0.log": (
-        "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
+        "ws-3:41210:41388 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
         "is not supported between these two devices\n")})
     peer = _triage(tmp_path / "peer", {"rank0.log": (
         "gpu-018:20311:20390 [1] NCCL WARN failed to peer with device 2(=4f000): 217 peer access is not supported "
