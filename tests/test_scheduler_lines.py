@@ -81,3 +81,19 @@ def test_a_ray_summary_that_killed_nobody_is_not_an_oom(tmp_path):
         "(raylet) node_manager.cc:3040: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 1 Workers "
         "crashed due to other reasons at node (ID: 2c82620270df, IP: 172.31.183.172) over the last time period.\n")})
     assert d.subtype != "host_oom"
+
+
+def test_aws_batch_stop_reasons_separate_a_lost_host_a_wrong_image_and_an_unreachable_registry(tmp_path):
+    """AWS Batch/ECS report why a job's container stopped: the instance went away (restart), the job definition
+    names an image that does not exist (the job's), or the registry could not be reached (retry later)."""
+    host = _triage(tmp_path / "host", {"job.log": (
+        "statusReason: Host EC2 (instance i-0a1b2c3d4e5f60718) terminated.\n")})
+    image = _triage(tmp_path / "image", {"job.log": (
+        "statusReason: CannotPullContainerError: Error response from daemon: manifest for "
+        "111122223333.dkr.ecr.eu-west-1.amazonaws.com/llm-train:nightly not found: manifest unknown\n")})
+    net = _triage(tmp_path / "net", {"job.log": (
+        "statusReason: CannotPullContainerError: Error response from daemon: Get "
+        "https://111122223333.dkr.ecr.eu-west-1.amazonaws.com/v2/: dial tcp 10.0.4.7:443: i/o timeout\n")})
+    assert (host.category, host.action) == ("infra", "restart")
+    assert (image.category, image.action) == ("user_code", "stop_and_notify")
+    assert (net.category, net.action) == ("infra", "retry_after_backoff")
