@@ -97,3 +97,30 @@ def test_aws_batch_stop_reasons_separate_a_lost_host_a_wrong_image_and_an_unreac
     assert (host.category, host.action) == ("infra", "restart")
     assert (image.category, image.action) == ("user_code", "stop_and_notify")
     assert (net.category, net.action) == ("infra", "retry_after_backoff")
+
+
+def test_kubelet_events_separate_the_jobs_spec_from_the_nodes_memory_and_disk(tmp_path):
+    """`kubectl describe pod` / `kubectl get events` as the kubelet writes them: a missing Secret or a malformed
+    image name is the manifest's; a node-wide OOM is host memory; image GC failing to free disk is the node's, and
+    an eviction on the same node still decides over it."""
+    d = _triage(tmp_path / "secret", {"describe.txt": (
+        "  Normal   Scheduled  61s                default-scheduler  Successfully assigned ml/trainer-0 to gpu-w-3\n"
+        "  Warning  Failed     4s (x6 over 60s)   kubelet            Error: secret \"wandb-key\" not found\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "config_error", "stop_and_notify")
+    d = _triage(tmp_path / "image", {"describe.txt": (
+        "  Warning  InspectFailed  8s (x3 over 30s)  kubelet  Failed to apply default image tag "
+        "\"reg.local/ml/Train:v1\": couldn't parse image reference \"reg.local/ml/Train:v1\": invalid reference "
+        "format: repository name must be lowercase\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("user_code", "container_image_invalid",
+                                                               "stop_and_notify")
+    d = _triage(tmp_path / "oom", {"events.txt": (
+        "ml   2m   Warning   SystemOOM   node/gpu-w-3   System OOM encountered, victim process: python, pid: 4412\n")})
+    assert (d.category.value, d.subtype) == ("user_code", "host_oom")
+    disk_gc = ("ml   5m   Warning   FreeDiskSpaceFailed   node/gpu-w-3   Failed to garbage collect required amount "
+               "of images. Attempted to free 9238860902 bytes, but only found 0 bytes eligible to free.\n")
+    d = _triage(tmp_path / "disk", {"events.txt": disk_gc})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "node_disk_pressure", "escalate")
+    d = _triage(tmp_path / "evicted", {"events.txt": disk_gc + (
+        "ml   4m   Warning   Evicted   pod/trainer-0   The node was low on resource: ephemeral-storage. Threshold "
+        "quantity: 21045465262, available: 19925764Ki. \n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "orchestration_eviction", "restart")
