@@ -41,3 +41,12 @@ def test_the_scripts_progress_lines_alone_are_not_a_failure(tmp_path):
         "Resolving Linux kernel version...\nProceeding with Linux kernel version 5.15.0-91-generic\n"
         "Installing Linux kernel headers...\nDone, now waiting for signal\n")})
     assert d.subtype != "driver_install_failed"
+
+
+def test_pytorch_rocms_no_hip_gpus_is_the_same_class_as_no_cuda_gpus(tmp_path):
+    d = _triage(tmp_path, {"rank0.log": (
+        "Traceback (most recent call last):\n"
+        '  File "/run/determined/train.py", line 41, in <module>\n'
+        "    model = model.to(torch.device('cuda'))\n"
+        "RuntimeError: No HIP GPUs are available\n")})
+    assert (d.category.value, d.subtype) == ("infra", "driver_mismatch")

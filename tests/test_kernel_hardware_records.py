@@ -1,5 +1,6 @@
-"""The kernel's hardware-error records (APEI/CPER lines behind "[Hardware Error]: ") are hardware evidence, never a
-Python exception: a CPER PCIe section prints "fru_text: PcieError", which reads like a bare exception class."""
+"""Kernel console lines are never a Python exception: the hardware-error records behind "[Hardware Error]: "
+(APEI/CPER; a PCIe section prints "fru_text: PcieError", which reads like a bare exception class) and Lustre's
+"LustreError: " / "LNetError: " console prefixes."""
 
 from triage_support import triage_files as _triage
 
@@ -27,3 +28,13 @@ def test_a_real_bare_exception_line_still_is(tmp_path):
         "    assert batch.shape[0] == cfg.micro_batch\n"
         "AssertionError\n")})
     assert (d.category.value, d.subtype) == ("user_code", "python_exception")
+
+
+def test_lustre_console_errors_are_storage_not_the_jobs_exception(tmp_path):
+    d = _triage(tmp_path, {"gpu-n-012/dmesg.log": (
+        "[183220.551002] LustreError: 3769:0:(import.c:517:ptlrpc_connect_interpret()) scratch-OST0012_UUID went "
+        "back in time (transno 831 was previously committed, server now claims 791)!\n")})
+    assert (d.category.value, d.subtype) == ("infra", "storage_io_error")
+    unmatched = _triage(tmp_path / "lnet", {"gpu-n-012/dmesg.log": (
+        "[183220.551002] LNetError: 120-3: Refusing connection from 10.1.2.3 for 10.1.2.4@tcp: No matching NI\n")})
+    assert unmatched.subtype != "python_exception"  # the kernel's LNet console prefix is not a Python class
