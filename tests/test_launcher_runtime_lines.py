@@ -52,3 +52,14 @@ def test_a_runpod_pod_without_a_free_gpu_waits_for_capacity(tmp_path):
         "runpod.error.QueryError: There are not enough free GPUs on the host machine to start this pod.\n")})
     assert (d.category.value, d.subtype, d.action.value) == (
         "infra", "cloud_capacity_unavailable", "retry_after_backoff")
+
+
+def test_a_slurm_on_gcp_resume_without_capacity_waits_and_an_ssh_prompt_goes_to_an_operator(tmp_path):
+    stockout = _triage(tmp_path / "gcp", {"resume.log": (
+        "2025-03-04 05:06:07,123 resume.py ERROR: bulkInsert operation errors: VM_MIN_COUNT_NOT_REACHED\n")})
+    assert (stockout.category.value, stockout.action.value) == ("infra", "retry_after_backoff")
+    prompt = _triage(tmp_path / "ssh", {"horovodrun.log": (
+        "The authenticity of host 'gpu-n-017 (10.1.4.17)' can't be established.\n"
+        "ED25519 key fingerprint is SHA256:Hk3vO5cT0mXq1bV7yJt2c8e4Wc6r0kP9sL1zQ3nB5aE.\n"
+        "Are you sure you want to continue connecting (yes/no/[fingerprint])?\n")})
+    assert (prompt.category.value, prompt.subtype, prompt.action.value) == ("infra", "launcher_ssh_failed", "escalate")
