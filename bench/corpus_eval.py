@@ -25,9 +25,8 @@ at several shares and plots the curve.
 
 `--extra DIR` scores another labelled set (same format) with the corpus in memory: a batch of real
 incidents collected after the rules were written, or a site's own labelled failures, before they join
-the corpus. A case whose `source_repo` is already in the corpus is scored as leave-one-repo-out would
-score it once joined: that repository's cases leave the memory and the rules derived from it are held
-out. `--skip-loro` scores only those sets (a minute instead of ten).
+the corpus. Each case is scored as leave-one-repo-out will score it once joined: the corpus's cases
+from its `source_repo` leave the memory and the rules derived from that repository are held out. `--skip-loro` scores only those sets (a minute instead of ten).
 
 With matplotlib installed (`pip install -e ".[plots]"`) it also draws the four confusion matrices,
 row-normalised, into `<out>/confusion.png`.
