@@ -83,6 +83,18 @@ def test_a_ray_summary_that_killed_nobody_is_not_an_oom(tmp_path):
     assert d.subtype != "host_oom"
 
 
+def test_a_ray_worker_that_ended_on_sigterm_under_kubernetes_is_read_as_its_pods_memory_limit(tmp_path):
+    """Ray itself adds the pod-memory sentence on Kubernetes; an actor death without it says nothing of memory."""
+    d = _triage(tmp_path / "k8s", {"driver.log": (
+        "(TaskRunner pid=1177) error: The actor is dead because its worker process has died. Worker exit type: "
+        "SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly. Worker exits with an exit code 1. The worker may "
+        "have exceeded K8s pod memory limits. The process receives a SIGTERM.\n")})
+    assert (d.category.value, d.subtype, d.decided_by.value) == ("user_code", "host_oom_suspected", "rule")
+    bare = _triage(tmp_path / "bare", {"driver.log": (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n")})
+    assert bare.subtype != "host_oom_suspected"
+
+
 def test_aws_batch_stop_reasons_separate_a_lost_host_a_wrong_image_and_an_unreachable_registry(tmp_path):
     """AWS Batch/ECS report why a job's container stopped: the instance went away (restart), the job definition
     names an image that does not exist (the job's), or the registry could not be reached (retry later)."""
