@@ -26,7 +26,8 @@ at several shares and plots the curve.
 `--extra DIR` scores another labelled set (same format) with the corpus in memory: a batch of real
 incidents collected after the rules were written, or a site's own labelled failures, before they join
 the corpus. Each case is scored as leave-one-repo-out will score it once joined: the corpus's cases
-from its `source_repo` leave the memory and the rules derived from that repository are held out. `--skip-loro` scores only those sets (a minute instead of ten).
+from its `source_repo` leave the memory and the rules derived from that repository are held out.
+`--skip-loro` scores only those sets (a minute instead of ten).
 
 With matplotlib installed (`pip install -e ".[plots]"`) it also draws the four confusion matrices,
 row-normalised, into `<out>/confusion.png`.
