@@ -95,6 +95,26 @@ def test_a_ray_worker_that_ended_on_sigterm_under_kubernetes_is_read_as_its_pods
     assert bare.subtype != "host_oom_suspected"
 
 
+def test_a_failed_liveness_probe_is_restarted_and_a_rejected_manifest_is_the_jobs(tmp_path):
+    probe = _triage(tmp_path / "probe", {"describe-pod.txt": (
+        "Events:\n"
+        "  Warning  Unhealthy  10s (x3 over 20s)  kubelet  Liveness probe failed: Get "
+        "\"http://10.244.1.7:8080/healthz\": context deadline exceeded (Client.Timeout exceeded while awaiting "
+        "headers)\n"
+        "  Normal   Killing    10s                kubelet  Container trainer failed liveness probe, will be "
+        "restarted\n")})
+    # the probe says the process stopped answering, not why: the kubelet's own remedy, no node named
+    assert (probe.category.value, probe.subtype, probe.action.value) == (
+        "unknown", "liveness_probe_failed", "restart")
+    assert probe.culprit.nodes == []
+    manifest = _triage(tmp_path / "manifest", {"kubectl.log": (
+        "Error from server (BadRequest): error when creating \"pytorchjob.yaml\": PyTorchJob in version \"v1\" cannot "
+        "be handled as a PyTorchJob: strict decoding error: unknown field "
+        "\"spec.pytorchReplicaSpecs.Worker.replica\"\n")})
+    assert (manifest.category.value, manifest.subtype, manifest.action.value) == (
+        "user_code", "manifest_invalid", "stop_and_notify")
+
+
 def test_aws_batch_stop_reasons_separate_a_lost_host_a_wrong_image_and_an_unreachable_registry(tmp_path):
     """AWS Batch/ECS report why a job's container stopped: the instance went away (restart), the job definition
     names an image that does not exist (the job's), or the registry could not be reached (retry later)."""
