@@ -131,6 +131,21 @@ def test_aws_batch_stop_reasons_separate_a_lost_host_a_wrong_image_and_an_unreac
     assert (net.category, net.action) == ("infra", "retry_after_backoff")
 
 
+def test_aws_batch_runnable_reasons_separate_waiting_for_capacity_from_a_broken_compute_environment(tmp_path):
+    capacity = _triage(tmp_path / "capacity", {"describe-jobs.json": (
+        '    "status": "RUNNABLE",\n'
+        '    "statusReason": "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Service cannot fulfill the capacity requested '
+        'for instance type p5.48xlarge",\n')})
+    assert (capacity.category.value, capacity.action.value) == ("infra", "retry_after_backoff")
+    invalid = _triage(tmp_path / "invalid", {"describe-compute-environments.txt": (
+        "COMPUTEENVIRONMENTS  gpu-ce  INVALID  ENABLED\n"
+        "statusReason: CLIENT_ERROR - Not authorized to perform sts:AssumeRole (Service: AWSSecurityTokenService; "
+        "Status Code: 403; Error Code: AccessDenied; Request ID: dc0e2d28-2e99-11e7-b372-7fcc6fb65fe7)\n")})
+    assert (invalid.category.value, invalid.subtype, invalid.action.value) == (
+        "infra", "scheduler_config_invalid", "escalate")
+    assert invalid.culprit.nodes == []
+
+
 def test_kubelet_events_separate_the_jobs_spec_from_the_nodes_memory_and_disk(tmp_path):
     """`kubectl describe pod` / `kubectl get events` as the kubelet writes them: a missing Secret or a malformed
     image name is the manifest's; a node-wide OOM is host memory; image GC failing to free disk is the node's, and
