@@ -45,3 +45,15 @@ def test_a_failed_peer_under_ulfm_is_collateral_of_that_peer(tmp_path):
     d = _triage(tmp_path, {"mpirun.log": _OMPI_FATAL.format(cls="MPI_ERR_PROC_FAILED: Process Failure")})
     assert d.subtype == "peer_lost"
     assert d.category.value != "user_code"
+
+
+def test_open_mpis_verbs_retry_exceeded_is_the_fabric_between_two_hosts(tmp_path):
+    d = _triage(tmp_path, {"mpirun.log": (
+        "[[31705,1],77][btl_openib_component.c:2951:handle_wc] from gpu-c06n01 to: gpu-c06n03 error polling LP CQ "
+        "with status RETRY EXCEEDED ERROR status number 12 for wr_id 294230912 opcode 1  vendor error 129 qp_idx 1\n"
+        "--------------------------------------------------------------------------\n"
+        "The InfiniBand retry count between two MPI processes has been\n"
+        "exceeded.  \"Retry count\" is defined in the InfiniBand spec 1.2\n"
+        "(section 12.7.38):\n")})
+    assert (d.category.value, d.subtype) == ("infra", "nccl_ib_completion_error")
+    assert d.category.value != "user_code"
