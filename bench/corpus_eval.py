@@ -336,7 +336,7 @@ def main() -> int:
         if not cases:
             print(f"{extra}: no case left to score", file=sys.stderr)
             continue
-        # a new batch from a repository the corpus already holds must not meet that repository's cases or rules
+        # a new batch must not meet its own repository's cases in memory, nor the rules written from that repository
         results[extra.name] = score(f"{extra} (corpus in memory, each case's own repository held out)",
                                     run(cases, lambda c: memories.get(c.source_repo, full), priorities,
                                         extra.name, True), args.show_misses)
