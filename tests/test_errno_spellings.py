@@ -48,3 +48,46 @@ def test_an_image_for_another_architecture_is_the_jobs_but_a_module_for_another_
     module = triage_files(tmp_path / "module", {"job.log": "modprobe: ERROR: could not insert 'nvidia': "
                                                            "Exec format error\n"})
     assert (module.category, module.subtype) == ("infra", "driver_kernel_module_mismatch")
+
+
+# strerror() text after its context, as C tools print it ("mount: ...: No such device") and as Go's syscall table
+# does in lower case ("rename a b: invalid cross-device link"): the same errno entry as Python's "[Errno N]"
+STRERROR_AFTER_CONTEXT = [
+    ("OSError: [Errno 18] Invalid cross-device link: '/tmp/tmpq1/ckpt.pt' -> '/lustre/run7/ckpt.pt'",
+     "rename /tmp/ckpt-3 /lustre/run7/ckpt-3: invalid cross-device link"),
+    ("OSError: [Errno 37] No locks available: '/nfs/home/bob/.cache/enroot/.lock'",
+     "flock /nfs/home/bob/.cache/enroot/.lock: no locks available"),
+    ("OSError: [Errno 38] Function not implemented",
+     "flock /gpfs/scratch/run7/.lock: function not implemented"),
+    ("OSError: [Errno 27] File too large: '/scratch/ckpt/model_states.pt'",
+     "write /scratch/ckpt/model_states.pt: file too large"),
+    ("OSError: [Errno 36] File name too long: '/ckpt/lr=0.0003,bs=512'",
+     "open /ckpt/lr=0.0003,bs=512,warmup=2000,model=llama-7b: file name too long"),
+    ("OSError: [Errno 99] Cannot assign requested address",
+     "dial tcp 10.0.0.5:29500: connect: cannot assign requested address"),
+    ("OSError: [Errno 121] Remote I/O error: '/mnt/weka/tokens/000231.bin'",
+     "read /mnt/weka/tokens/000231.bin: remote I/O error"),
+    ("OSError: [Errno 39] Directory not empty: '/ckpt/run7/tmp-step_4000'",
+     "rename /ckpt/run7/tmp-step_4000 /ckpt/run7/step_4000: directory not empty"),
+    ("OSError: [Errno 105] No buffer space available",
+     "write udp 10.0.0.5:4791->10.0.0.6:4791: sendto: no buffer space available"),
+    ("OSError: [Errno 19] No such device",
+     "mount: /mnt/fuse: mount failed: No such device"),
+    ("OSError: [Errno 16] Device or resource busy: '/mnt/localssd'",
+     "UnmountDevice failed for volume \"ckpt\": umount /var/lib/kubelet/plugins/kubernetes.io/csi/pv/ckpt/globalmount: "
+     "device or resource busy"),
+]
+
+
+@pytest.mark.parametrize(("python", "after_context"), STRERROR_AFTER_CONTEXT, ids=lambda s: s[:24])
+def test_strerror_text_after_its_context_is_the_same_errno_entry(tmp_path: Path, python: str, after_context: str):
+    first = triage_files(tmp_path / "py", {"job.log": python + "\n"})
+    other = triage_files(tmp_path / "c", {"job.log": after_context + "\n"})
+    assert first.rule and first.rule.startswith("linux.")
+    assert other.rule == first.rule
+
+
+def test_no_such_device_or_address_is_not_no_such_device(tmp_path: Path):
+    # ENXIO's text begins with ENODEV's: "No such device or address" must not read as a missing device
+    d = triage_files(tmp_path, {"job.log": "open /dev/ttyS4: No such device or address\n"})
+    assert d.rule != "linux.enodev"
