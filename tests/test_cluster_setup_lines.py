@@ -15,6 +15,22 @@ def test_slurm_without_a_configuration_source_goes_to_an_operator(tmp_path):
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "scheduler_misconfigured", "escalate")
 
 
+def test_slurm_conf_node_definitions_that_stop_the_daemons_go_to_an_operator(tmp_path):
+    ctld = _triage(tmp_path / "ctld", {"slurmctld.log": (
+        "Nov 20 09:21:38 ctl01 slurmctld[26180]: slurmctld version 24.05.4 started on cluster gpu\n"
+        "Nov 20 09:21:38 ctl01 slurmctld[26180]: error: Duplicated NodeHostName gpu-n-0 in the config file\n"
+        "Nov 20 09:21:38 ctl01 slurmctld[26180]: error: Duplicated NodeHostName gpu-n-1 in the config file\n"
+        "Nov 20 09:21:38 ctl01 slurmctld[26180]: fatal: Duplicated NodeName gpu-n-0 in the config file\n")})
+    slurmd = _triage(tmp_path / "slurmd", {"slurmd.log": (
+        "Nov 20 11:04:17 login1 systemd[1]: Starting Slurm node daemon...\n"
+        "Nov 20 11:04:17 login1 slurmd[1873]: fatal: Unable to determine this slurmd's NodeName\n"
+        "Nov 20 11:04:17 login1 systemd[1]: slurmd.service: Main process exited, code=exited, status=1/FAILURE\n")})
+    for d in (ctld, slurmd):
+        assert (d.category.value, d.subtype, d.action.value) == ("infra", "scheduler_misconfigured", "escalate")
+        assert d.rule == "slurm.slurm-conf-node-definitions"
+        assert d.culprit.nodes == []  # the configuration is wrong, not a node
+
+
 def test_cloud_inits_duplicate_mac_runtime_error_is_the_node_image_not_the_job(tmp_path):
     d = _triage(tmp_path, {"boot.log": (
         "Starting Network Service...\n"
