@@ -34,3 +34,13 @@ def test_slub_finding_a_corrupted_slab_object_is_the_kernels_memory_not_the_job(
         "[ 4410.221980] FIX kmalloc-64: Restoring Poison 0xffff8881042c3f40-0xffff8881042c3f47=0x6b\n")})
     assert (d.category.value, d.subtype) == ("infra", "kernel_memory_corruption")
     assert d.subtype != "python_exception"
+
+
+def test_a_full_neighbour_table_goes_to_an_operator_and_names_no_node(tmp_path):
+    # a node talking to hundreds of peers outgrows gc_thresh3; the setting is the images', so no node is drained
+    d = _triage(tmp_path, {"gpu-n-118/dmesg.log": (
+        "[183221.556102] neighbour: arp_cache: neighbor table overflow!\n"
+        "[183221.556342] neighbour: arp_cache: neighbor table overflow!\n"
+        "[183226.560017] net_ratelimit: 412 callbacks suppressed\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "node_network_config", "escalate")
+    assert d.culprit.nodes == []
