@@ -44,3 +44,14 @@ def test_a_full_neighbour_table_goes_to_an_operator_and_names_no_node(tmp_path):
         "[183226.560017] net_ratelimit: 412 callbacks suppressed\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "node_network_config", "escalate")
     assert d.culprit.nodes == []
+
+
+def test_a_gpudirect_rdma_module_built_against_another_driver_is_the_nodes_driver_stack(tmp_path):
+    # nv_peer_mem, the GPUDirect RDMA module before nvidia_peermem, refusing the installed driver's symbols
+    d = _triage(tmp_path, {"gpu-n-033/dmesg.log": (
+        "[  366.264584] nv_peer_mem: disagrees about version of symbol nvidia_p2p_get_pages\n"
+        "[  366.264587] nv_peer_mem: Unknown symbol nvidia_p2p_get_pages (err -22)\n"
+        "[  366.264610] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client\n"
+        "[  366.264611] nv_peer_mem: Unknown symbol ib_register_peer_memory_client (err -22)\n")})
+    assert (d.category.value, d.subtype) == ("infra", "driver_kernel_module_mismatch")
+    assert d.rule == "nvidia-driver.gpu-rdma-kernel-module-abi-mismatch"

@@ -171,3 +171,19 @@ def test_kubelet_events_separate_the_jobs_spec_from_the_nodes_memory_and_disk(tm
         "ml   4m   Warning   Evicted   pod/trainer-0   The node was low on resource: ephemeral-storage. Threshold "
         "quantity: 21045465262, available: 19925764Ki. \n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "orchestration_eviction", "restart")
+
+
+@pytest.mark.parametrize("lines", [
+    # kubectl describe pod, and kubectl get pods as kubelets of 1.16-1.17 showed the rejection
+    "Status:         Failed\n"
+    "Reason:         TopologyAffinityError\n"
+    "Message:        Pod Resources cannot be allocated with Topology locality\n"
+    "Events:\n"
+    "  Warning  TopologyAffinityError  12s   kubelet  Resources cannot be allocated with Topology locality\n",
+    "NAMESPACE     NAME                        READY   STATUS                    RESTARTS   AGE\n"
+    "train         llama-worker-3              0/1     Topology Affinity Error   0          40s\n",
+])
+def test_a_pod_the_topology_manager_rejected_goes_to_a_person_not_to_the_job(tmp_path, lines):
+    d = _triage(tmp_path, {"kubectl-describe.txt": lines})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "gpu_allocation_failed", "escalate")
+    assert d.rule == "k8s-training.kubelet-topology-affinity-rejected"
