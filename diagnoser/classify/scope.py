@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from diagnoser.classify.policy import JobScope, RuleRef, lines_of, policed, with_own_rule
 from diagnoser.models import Diagnosis, LogRecord
+from diagnoser.prefilter.culprit import named_node
 
 if TYPE_CHECKING:
     from diagnoser.triage import Analysis
@@ -26,7 +27,7 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     names: set[str] = {s.node for s in scan.sources if s.node}
     for m in scan.matches:
         names.add(m.record.node or "")
-        names.add(m.fields.get("node") or "")
+        names.add(named_node(m.fields) or "")
     for h in scan.hits:
         names.add(h.node or "")
         names.add(h.named_node or "")

@@ -25,6 +25,19 @@ GPU_ADDRESS = re.compile(
     r"(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
 
 
+# what people paste in place of a host name they hide ("ip: xxx", "node ***", "<redacted>", "[monitor-ip]",
+# "{hostname}"): a redaction names no node. It is still a line about some other node, so the file's own node (a
+# head node reporting a worker, a controller reporting a node) is not named in its place either
+REDACTED_NAME = re.compile(
+    r"(?i)^(?:[x*#?._:-]+|<[^>]*>|\{[^}]*\}|\[[^\]]*\]|redacted|hidden|masked|hostname|host|node|ip|unknown|none|null|n/a)$")
+
+
+def named_node(fields: dict[str, str]) -> str | None:
+    """The node a signature captured, unless it is a redaction placeholder."""
+    node = fields.get("node")
+    return node if node and not REDACTED_NAME.match(node) else None
+
+
 def gpu_id(raw: str) -> str:
     """A GPU as a signature captured it, in the one form culprits and placements use (bus ids normalised)."""
     return normalize_bus_id(raw) if ":" in raw else raw
@@ -50,7 +63,7 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
 
     for m in matches:
         rec, f = m.record, m.fields
-        node = f.get("node") or (None if named else rec.node)
+        node = named_node(f) or (None if named else rec.node)
         rank = int(f["rank"]) if f.get("rank", "").isdigit() else rec.rank
         gpu = gpu_id(f["gpu"]) if f.get("gpu") else None
         if gpu is None and hardware:
@@ -98,6 +111,7 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
             # no peer stands out: one node whose processes lost many peers points at itself (its port or
             # HCA); reporters on several nodes naming each other localise nothing (fabric or configuration)
             reporting = {m.fields.get("node") or m.record.node for m in matches} - {None}
+            reporting = {n for n in reporting if not REDACTED_NAME.match(n)}
             if len(reporting) == 1:
                 nodes = list(reporting)
         ranks = []  # the reporting ranks are victims, not culprits
