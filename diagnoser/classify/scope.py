@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from diagnoser.classify.policy import JobScope, RuleRef, lines_of, policed, with_own_rule
 from diagnoser.models import Diagnosis, LogRecord
-from diagnoser.prefilter.culprit import named_node
+from diagnoser.prefilter.culprit import REDACTED_NAME
 
 if TYPE_CHECKING:
     from diagnoser.triage import Analysis
@@ -27,7 +27,7 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     names: set[str] = {s.node for s in scan.sources if s.node}
     for m in scan.matches:
         names.add(m.record.node or "")
-        names.add(named_node(m.fields) or "")
+        names.add(m.fields.get("node") or "")
     for h in scan.hits:
         names.add(h.node or "")
         names.add(h.named_node or "")
@@ -39,7 +39,8 @@ def job_nodes(analysis: Analysis, extra: Iterable[LogRecord] = ()) -> frozenset[
     names.update(topo.task_nodes.values())
     names.update(topo.node_ips.values())
     names.update(analysis.diagnosis.culprit.nodes)
-    return frozenset(n for n in names if n and n not in {"?", "...", "localhost"})
+    # a placeholder ("?", "...", "xxx", "<redacted>") or localhost is no node of the job's
+    return frozenset(n for n in names if n and n != "localhost" and not REDACTED_NAME.match(n))
 
 
 def _hit_records(analysis: Analysis) -> dict[tuple[str, int], LogRecord]:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from diagnoser.collect.prefixes import split_prefix
 from diagnoser.models import Role, SignatureMatch
-from diagnoser.prefilter.culprit import named_node
 
 if TYPE_CHECKING:
     from diagnoser.prefilter.scan import SourceResult
@@ -67,7 +66,7 @@ def said_rank(text: str) -> int | None:
 def as_hit(m: SignatureMatch, work: Work | None = None, source: str | None = None) -> CollateralHit:
     """`source`: the same name as the record's, an object already held (one string per file)."""
     r = m.record
-    return CollateralHit(m.runbook_id, m.priority, source or r.source, r.line, r.rank, r.node, named_node(m.fields),
+    return CollateralHit(m.runbook_id, m.priority, source or r.source, r.line, r.rank, r.node, m.fields.get("node"),
                          work or work_of(r.text), said_rank(r.text) if r.rank is None else None)
 
 

@@ -110,8 +110,8 @@ def locate(matches: list[SignatureMatch], topo: Topology, hardware: bool = False
         else:
             # no peer stands out: one node whose processes lost many peers points at itself (its port or
             # HCA); reporters on several nodes naming each other localise nothing (fabric or configuration)
-            reporting = {m.fields.get("node") or m.record.node for m in matches} - {None}
-            reporting = {n for n in reporting if not REDACTED_NAME.match(n)}
+            reporting = {n for m in matches
+                         if (n := m.fields.get("node") or m.record.node) and not REDACTED_NAME.match(n)}
             if len(reporting) == 1:
                 nodes = list(reporting)
         ranks = []  # the reporting ranks are victims, not culprits
