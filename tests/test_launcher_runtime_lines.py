@@ -41,6 +41,18 @@ def test_gpu_core_affinity_that_does_not_fit_the_sockets_goes_to_an_operator(tmp
         "[2025-03-04T05:06:07.120] error: _check_core_range_matches_sock: gres/gpu GRES autodetected core affinity "
         "48-63 on node gpu-n-015 doesn't match socket boundaries. (Socket 0 is cores 0-47)\n")})
     assert (d.category.value, d.subtype, d.action.value) == ("infra", "gres_conf_invalid", "escalate")
+
+
+def test_a_configured_gpu_that_slurmd_discards_goes_to_an_operator(tmp_path):
+    # slurm.conf names GPUs that autodetection did not find and gres.conf gives no File=: slurmd drops them
+    d = _triage(tmp_path, {"slurmd.log": (
+        "[2025-10-06T15:42:05.112] debug:  Gres GPU plugin: Merging configured GRES with system GPUs\n"
+        "[2025-10-06T15:42:05.114] error: Discarding the following config-only GPU due to lack of File "
+        "specification:\n"
+        "[2025-10-06T15:42:05.114] error:     GRES[gpu] Type:mi300x Count:8 Cores(192):(null)  Links:(null) "
+        "Flags:HAS_TYPE,ENV_RSMI File:(null) UniqueId:(null)\n")})
+    assert (d.category.value, d.subtype, d.action.value) == ("infra", "gres_conf_invalid", "escalate")
+    assert d.rule == "cluster-ops.slurm-gres-conf-invalid"
     assert d.culprit.nodes == []  # gres.conf and slurm.conf are the fleet's files, not this node's fault
 
 
