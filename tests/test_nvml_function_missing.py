@@ -27,3 +27,15 @@ def test_an_extension_built_against_another_torch_stays_the_jobs(tmp_path):
         "undefined symbol: _ZN3c104cuda9SetDeviceEi\n")})
     assert d.category.value == "user_code"
     assert d.subtype != "driver_too_old"
+
+
+def test_pytorchs_own_nvml_lookup_failing_on_the_way_to_an_oom_report_is_not_read_as_the_driver(tmp_path):
+    # PyTorch looks NVML functions up itself (c10/cuda/driver_api.cpp); the one public case showing this assert had it
+    # on the path of a CUDA OOM, the job's own sizes
+    d = _triage(tmp_path, {"rank0.log": (
+        "    return F.linear(input, self.weight, self.bias)\n"
+        "RuntimeError: r.nvmlDeviceGetNvLinkRemoteDeviceType_ INTERNAL ASSERT FAILED at "
+        "\"../c10/cuda/driver_api.cpp\":27, please report a bug to PyTorch. "
+        "Can't find nvmlDeviceGetNvLinkRemoteDeviceType: /lib64/libnvidia-ml.so.1: "
+        "undefined symbol: nvmlDeviceGetNvLinkRemoteDeviceType\n")})
+    assert d.rule != "nvidia-driver.nvml-function-missing-driver-too-old"
